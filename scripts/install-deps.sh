@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian package octop needs to build, test and run its demo. Idempotent: packages already present
+# are skipped, and apt-get runs only when something is missing. Needs root (or sudo) when it has to install.
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --browser  also chromium for the dashboard end-to-end tests
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache git
+  clang clang-format clang-tidy libclang-rt-14-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
+  libhowardhinnant-date-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
+  libsqlite3-dev sqlite3 libpq-dev postgresql postgresql-contrib
+  nodejs npm faketime procps curl
+)
+if [[ "${1:-}" == "--browser" ]]; then
+  packages+=(chromium)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `make test`: builds and runs every test, the way CI does.
+#   1. a throwaway PostgreSQL server (scripts/pg-test-server.sh), stopped on exit even on failure
+#   2. the debug build (ASan + UBSan): every test, on SQLite and PostgreSQL
+#   3. the TSan build: every test again
+#   4. the libFuzzer targets (clang), FUZZ_SECONDS each (default 10)
+#   5. the cron differential check against the npm `cron` package (when node is present)
+#   6. clang-format check
+# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle format") picks stages for a quicker local run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle format"}
+jobs=$(nproc)
+export CTEST_OUTPUT_ON_FAILURE=1
+
+pg_dir=$(mktemp -d /tmp/octop-test-pg.XXXXXX)
+cleanup() { scripts/pg-test-server.sh stop "$pg_dir" || true; }
+trap cleanup EXIT
+OCTOP_TEST_PG_URL=$(scripts/pg-test-server.sh start "$pg_dir")
+export OCTOP_TEST_PG_URL
+export OCTOP_REQUIRE_PG=1  # a missing server fails the PostgreSQL tests instead of skipping them
+echo "run-tests: PostgreSQL at $OCTOP_TEST_PG_URL"
+
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+if has debug; then
+  echo "run-tests: debug (ASan+UBSan) build"
+  cmake --preset debug >/dev/null
+  cmake --build --preset debug -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --preset debug
+fi
+
+if has tsan; then
+  echo "run-tests: TSan build"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$jobs"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --preset tsan
+fi
+
+if has fuzz; then
+  echo "run-tests: fuzz targets, ${FUZZ_SECONDS:-10}s each"
+  FUZZ_SECONDS=${FUZZ_SECONDS:-10} scripts/run-fuzz.sh
+fi
+
+if has oracle; then
+  if command -v node >/dev/null && command -v npm >/dev/null; then
+    echo "run-tests: cron differential check against npm cron"
+    tools/cron-oracle/run.sh
+  else
+    echo "run-tests: node not found, cron differential check skipped"
+  fi
+fi
+
+if has format; then
+  echo "run-tests: clang-format check"
+  git ls-files '*.h' '*.cc' | xargs -r clang-format --dry-run --Werror
+fi
+echo "run-tests: all stages passed ($stages)"
