@@ -1,0 +1,49 @@
+// TaskSettingsV2: the settings of a recurring task as Backstage stores them in settings_json --
+//   {"version":2,"cadence":"<cron | manual | ISO duration>","timeoutAfterDuration":"<ISO>","initialDelayDuration":"<ISO>"}
+// -- with the same validation (zod schema taskSettingsV2Schema) and the same JSON text (JSON.stringify key order:
+// version, cadence, then initialDelayDuration when present, then timeoutAfterDuration, as Backstage builds the
+// object), so rows written by octop and by a Backstage backend are interchangeable.
+//
+// Thread-safety: a plain value type.
+#ifndef OCTOP_TASK_SETTINGS_H_
+#define OCTOP_TASK_SETTINGS_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <octop/duration.h>
+#include <octop/status.h>
+
+namespace octop {
+
+enum class CadenceKind {
+  kCron,      // anything that is not "manual" and does not start with 'P'
+  kDuration,  // starts with 'P'
+  kManual,    // exactly "manual"
+};
+
+struct TaskSettingsV2 {
+  std::string cadence;
+  std::string timeout_after_duration;
+  std::optional<std::string> initial_delay_duration;
+
+  CadenceKind cadence_kind() const;
+
+  // Validation identical to Backstage's schema: cadence must be a cron expression CronTime accepts, "manual", or an
+  // ISO duration; timeoutAfterDuration an ISO duration; initialDelayDuration, when present, too. (Backstage's quirk
+  // that "" passes the duration checks is kept.) InvalidArgument with zod's messages ("Invalid cron",
+  // "Invalid duration, expecting ISO Period") naming the field.
+  Status Validate() const;
+
+  // The JSON text Backstage writes (see the header comment).
+  std::string ToJson() const;
+  // Parses settings_json: version must be the number 2; unknown keys are dropped; then Validate().
+  static Result<TaskSettingsV2> FromJson(std::string_view json);
+
+  friend bool operator==(const TaskSettingsV2&, const TaskSettingsV2&) = default;
+};
+
+}  // namespace octop
+
+#endif  // OCTOP_TASK_SETTINGS_H_
