@@ -10,7 +10,7 @@ packages=(
   clang clang-format clang-tidy libclang-rt-14-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
-  libhowardhinnant-date-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
+  libhowardhinnant-date-dev prometheus-cpp-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
   libsqlite3-dev sqlite3 libpq-dev postgresql postgresql-contrib
   nodejs npm faketime procps curl
 )

@@ -2,7 +2,7 @@
 //   {"version":2,"cadence":"<cron | manual | ISO duration>","timeoutAfterDuration":"<ISO>","initialDelayDuration":"<ISO>"}
 // -- with the same validation (zod schema taskSettingsV2Schema) and the same JSON text (JSON.stringify key order:
 // version, cadence, then initialDelayDuration when present, then timeoutAfterDuration, as Backstage builds the
-// object), so rows written by octop and by a Backstage backend are interchangeable.
+// object; then octop's optional timeZone), so rows written by octop and by a Backstage backend are interchangeable.
 //
 // Thread-safety: a plain value type.
 #ifndef OCTOP_TASK_SETTINGS_H_
@@ -27,6 +27,9 @@ struct TaskSettingsV2 {
   std::string cadence;
   std::string timeout_after_duration;
   std::optional<std::string> initial_delay_duration;
+  // octop extension: the IANA zone a cron cadence is evaluated in (absent = the node's local zone, as Backstage).
+  // Written as "timeZone" after the Backstage keys; Backstage's schema strips unknown keys, so it still reads the row.
+  std::optional<std::string> time_zone;
 
   CadenceKind cadence_kind() const;
 
