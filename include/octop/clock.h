@@ -1,15 +1,16 @@
 // Clock: the one seam through which octop reads time and sleeps.
 //
-// Production code never calls std::chrono::*::now() or sleeps directly; it asks a Clock. RealClock reads the system
-// clocks and waits on a condition variable; octop::testing::FakeClock (testing/fake_clock.h) only moves when a test
-// calls Advance(), so time-dependent behaviour is tested without sleeps.
+// Production code never calls std::chrono::*::now() or sleeps directly; it asks a Clock. RealClock reads the
+// system clocks and waits on a condition variable; octop::testing::FakeClock (testing/fake_clock.h) only
+// moves when a test calls Advance(), so time-dependent behaviour is tested without sleeps.
 //
-// Waits end at a steady-clock deadline, when a std::stop_token is triggered, or when a WakeSignal is notified (how a
-// trigger cuts a worker's sleep short). Wall time (WallNow) is for timestamps shown to people and for cron; cross-node
-// decisions use the database's clock, which DatabaseNowOverride() lets a fake clock replace in tests.
+// Waits end at a steady-clock deadline, when a std::stop_token is triggered, or when a WakeSignal is notified
+// (how a trigger cuts a worker's sleep short). Wall time (WallNow) is for timestamps shown to people and for
+// cron; cross-node decisions use the database's clock, which DatabaseNowOverride() lets a fake clock replace
+// in tests.
 //
-// Thread-safety: every Clock method may be called from any thread concurrently. A WakeSignal may be notified from any
-// thread; it is meant to be waited on by one thread at a time.
+// Thread-safety: every Clock method may be called from any thread concurrently. A WakeSignal may be notified
+// from any thread; it is meant to be waited on by one thread at a time.
 #ifndef OCTOP_CLOCK_H_
 #define OCTOP_CLOCK_H_
 
@@ -53,8 +54,9 @@ class Clock {
   virtual WallTime WallNow() const = 0;
   virtual SteadyTime SteadyNow() const = 0;
 
-  // Blocks until SteadyNow() >= deadline, `stop` is triggered, or `signal` (optional) is notified. A stop that is
-  // already requested, or a pending notification, returns at once. Stop wins over a signal, a signal over the deadline.
+  // Blocks until SteadyNow() >= deadline, `stop` is triggered, or `signal` (optional) is notified. A stop
+  // that is already requested, or a pending notification, returns at once. Stop wins over a signal, a signal
+  // over the deadline.
   virtual WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal = nullptr) = 0;
 
   WakeReason WaitFor(std::chrono::nanoseconds duration, std::stop_token stop, WakeSignal* signal = nullptr) {
@@ -73,7 +75,7 @@ class RealClock final : public Clock {
  public:
   WallTime WallNow() const override { return std::chrono::system_clock::now(); }
   SteadyTime SteadyNow() const override { return std::chrono::steady_clock::now(); }
-  WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal) override;
+  WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal = nullptr) override;
 };
 
 }  // namespace octop

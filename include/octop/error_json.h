@@ -1,5 +1,6 @@
-// The JSON form of an error stored in last_run_error_json and shown as lastRunError, as Backstage's serializeError
-// writes it: {"name":"Error","message":"Task was cancelled"} (plus "stack"/"cause" when present).
+// The JSON form of an error stored in last_run_error_json and shown as lastRunError, as Backstage's
+// serializeError writes it: {"name":"Error","message":"Task was cancelled"} (plus "stack"/"cause" when
+// present).
 //
 // Thread-safety: pure functions.
 #ifndef OCTOP_ERROR_JSON_H_

@@ -1,8 +1,9 @@
 // Status and Result<T>: the error values that cross every octop module edge.
 //
-// A Status is a code plus a human-readable message; Ok() carries no message. Result<T> holds either a value or a
-// non-OK Status. Both are plain values: copyable, movable, and safe to use from any thread as long as one object is
-// not mutated concurrently. Exceptions are used only inside a module and are turned into a Status at its edge.
+// A Status is a code plus a human-readable message; Ok() carries no message. Result<T> holds either a value
+// or a non-OK Status. Both are plain values: copyable, movable, and safe to use from any thread as long as
+// one object is not mutated concurrently. Exceptions are used only inside a module and are turned into a
+// Status at its edge.
 //
 // The codes are few on purpose: each maps to one HTTP status and one Backstage error name (see ErrorName and
 // HttpStatus), so an error keeps its meaning from the SQL layer up to the REST response.
@@ -75,8 +76,10 @@ std::string_view StatusCodeName(StatusCode code);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status status) : state_(std::in_place_index<1>, std::move(status)) {  // NOLINT(google-explicit-constructor)
+  Result(T value)
+      : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status)
+      : state_(std::in_place_index<1>, std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<1>(state_).ok() && "Result built from an OK Status");
   }
 
@@ -104,16 +107,17 @@ class [[nodiscard]] Result {
 }  // namespace octop
 
 // Propagates a non-OK Status from an expression that yields a Status.
-#define OCTOP_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::octop::Status octop_status_ = (expr);      \
+#define OCTOP_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::octop::Status octop_status_ = (expr);        \
     if (!octop_status_.ok()) return octop_status_; \
   } while (false)
 
 #define OCTOP_CONCAT_INNER_(a, b) a##b
 #define OCTOP_CONCAT_(a, b) OCTOP_CONCAT_INNER_(a, b)
 // `OCTOP_ASSIGN_OR_RETURN(auto x, Foo());` declares x from a Result or returns its Status.
-#define OCTOP_ASSIGN_OR_RETURN(lhs, expr) OCTOP_ASSIGN_OR_RETURN_IMPL_(OCTOP_CONCAT_(octop_result_, __LINE__), lhs, expr)
+#define OCTOP_ASSIGN_OR_RETURN(lhs, expr) \
+  OCTOP_ASSIGN_OR_RETURN_IMPL_(OCTOP_CONCAT_(octop_result_, __LINE__), lhs, expr)
 #define OCTOP_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \

@@ -1,8 +1,10 @@
 // TaskSettingsV2: the settings of a recurring task as Backstage stores them in settings_json --
-//   {"version":2,"cadence":"<cron | manual | ISO duration>","timeoutAfterDuration":"<ISO>","initialDelayDuration":"<ISO>"}
-// -- with the same validation (zod schema taskSettingsV2Schema) and the same JSON text (JSON.stringify key order:
-// version, cadence, then initialDelayDuration when present, then timeoutAfterDuration, as Backstage builds the
-// object; then octop's optional timeZone), so rows written by octop and by a Backstage backend are interchangeable.
+//   {"version":2,"cadence":"<cron | manual | ISO
+//   duration>","timeoutAfterDuration":"<ISO>","initialDelayDuration":"<ISO>"}
+// -- with the same validation (zod schema taskSettingsV2Schema) and the same JSON text (JSON.stringify key
+// order: version, cadence, then initialDelayDuration when present, then timeoutAfterDuration, as Backstage
+// builds the object; then octop's optional timeZone), so rows written by octop and by a Backstage backend are
+// interchangeable.
 //
 // Thread-safety: a plain value type.
 #ifndef OCTOP_TASK_SETTINGS_H_
@@ -27,16 +29,17 @@ struct TaskSettingsV2 {
   std::string cadence;
   std::string timeout_after_duration;
   std::optional<std::string> initial_delay_duration;
-  // octop extension: the IANA zone a cron cadence is evaluated in (absent = the node's local zone, as Backstage).
-  // Written as "timeZone" after the Backstage keys; Backstage's schema strips unknown keys, so it still reads the row.
+  // octop extension: the IANA zone a cron cadence is evaluated in (absent = the node's local zone, as
+  // Backstage). Written as "timeZone" after the Backstage keys; Backstage's schema strips unknown keys, so it
+  // still reads the row.
   std::optional<std::string> time_zone;
 
   CadenceKind cadence_kind() const;
 
-  // Validation identical to Backstage's schema: cadence must be a cron expression CronTime accepts, "manual", or an
-  // ISO duration; timeoutAfterDuration an ISO duration; initialDelayDuration, when present, too. (Backstage's quirk
-  // that "" passes the duration checks is kept.) InvalidArgument with zod's messages ("Invalid cron",
-  // "Invalid duration, expecting ISO Period") naming the field.
+  // Validation identical to Backstage's schema: cadence must be a cron expression CronTime accepts, "manual",
+  // or an ISO duration; timeoutAfterDuration an ISO duration; initialDelayDuration, when present, too.
+  // (Backstage's quirk that "" passes the duration checks is kept.) InvalidArgument with zod's messages
+  // ("Invalid cron", "Invalid duration, expecting ISO Period") naming the field.
   Status Validate() const;
 
   // The JSON text Backstage writes (see the header comment).

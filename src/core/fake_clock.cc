@@ -13,20 +13,21 @@ class FakeClockAccess {
 namespace testing {
 
 namespace {
-// The steady epoch of every FakeClock: a fixed, arbitrary point so fake steady times are comparable across runs.
+// The steady epoch of every FakeClock: a fixed, arbitrary point so fake steady times are comparable across
+// runs.
 const SteadyTime kSteadyStart{std::chrono::hours(24 * 365)};
 }  // namespace
 
 FakeClock::FakeClock(WallTime start) : wall_start_(start) {}
 
 WallTime FakeClock::DefaultStart() {
-  return WallTime{std::chrono::duration_cast<WallTime::duration>(std::chrono::sys_days{std::chrono::year{2026} /
-                                                                                   std::chrono::January / 1}
-                                                                     .time_since_epoch())};
+  return WallTime{std::chrono::duration_cast<WallTime::duration>(
+      std::chrono::sys_days{std::chrono::year{2026} / std::chrono::January / 1}.time_since_epoch())};
 }
 
 WallTime FakeClock::WallNow() const {
-  return wall_start_ + std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(offset_ns_.load()));
+  return wall_start_ +
+         std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(offset_ns_.load()));
 }
 
 SteadyTime FakeClock::SteadyNow() const {

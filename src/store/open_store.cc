@@ -6,10 +6,12 @@ namespace octop::store {
 
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
   constexpr std::string_view kSqlite = "sqlite:";
-  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) return OpenPostgresStore(url, options);
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
+    return OpenPostgresStore(url, options);
   if (url.starts_with(kSqlite)) {
     std::string location = url.substr(kSqlite.size());
-    if (location.starts_with("//")) location = location.substr(2);  // sqlite:///var/lib/octop -> /var/lib/octop
+    if (location.starts_with("//"))
+      location = location.substr(2);  // sqlite:///var/lib/octop -> /var/lib/octop
     if (location.empty()) return InvalidArgumentError("sqlite URL '" + url + "' names no directory");
     return OpenSqliteStore(location, options);
   }

@@ -1,11 +1,11 @@
 #include "store_test_env.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
@@ -67,9 +67,10 @@ std::vector<Backend> AllBackends() {
                           return OpenPostgresStore(conninfo, o);
                         }});
   } else if (require != nullptr && std::string(require) == "1") {
-    backends.push_back({"postgres", [](const std::string&, const StoreOptions&) -> Result<std::unique_ptr<Store>> {
-                          return UnavailableError("OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set");
-                        }});
+    backends.push_back(
+        {"postgres", [](const std::string&, const StoreOptions&) -> Result<std::unique_ptr<Store>> {
+           return UnavailableError("OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set");
+         }});
   }
   return backends;
 }

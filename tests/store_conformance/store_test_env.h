@@ -1,7 +1,8 @@
 // The backends the conformance suite runs on, each able to open a fresh, empty namespace per test.
 //
-// SQLite always; PostgreSQL when OCTOP_TEST_PG_URL names a server (make test starts one). With OCTOP_REQUIRE_PG=1
-// and no URL, the PostgreSQL instantiation fails instead of being left out, so CI cannot silently skip it.
+// SQLite always; PostgreSQL when OCTOP_TEST_PG_URL names a server (make test starts one). With
+// OCTOP_REQUIRE_PG=1 and no URL, the PostgreSQL instantiation fails instead of being left out, so CI cannot
+// silently skip it.
 #ifndef OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_
 #define OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_
 
@@ -16,14 +17,15 @@ namespace octop::store::testing {
 
 struct Backend {
   std::string name;  // "sqlite" or "postgres": the test-name suffix
-  // Opens a Store on a namespace no other test uses. Every call with the same `ns_key` (within one test) opens the
-  // same namespace, so a test can have several Store objects -- several "nodes" -- on one table.
+  // Opens a Store on a namespace no other test uses. Every call with the same `ns_key` (within one test)
+  // opens the same namespace, so a test can have several Store objects -- several "nodes" -- on one table.
   std::function<Result<std::unique_ptr<Store>>(const std::string& ns_key, const StoreOptions& options)> open;
 };
 
 std::vector<Backend> AllBackends();
 
-// A unique name per test (test suite + test name + backend + a random suffix), valid as a schema or file name.
+// A unique name per test (test suite + test name + backend + a random suffix), valid as a schema or file
+// name.
 std::string FreshNamespace();
 
 }  // namespace octop::store::testing

@@ -1,9 +1,10 @@
 // FakeClock: a Clock whose time moves only when a test says so.
 //
-// Both the wall and the steady time start at the given instants and move together in Advance(). Advance() wakes
-// every thread blocked in WaitUntil whose deadline has been reached. Tests that must know a worker is asleep before
-// they move time call WaitForWaiters(n), which blocks (on real time, with a deadline) until n threads are waiting.
-// DatabaseNowOverride() returns the fake wall time, so stores compare against the test's time instead of the server's.
+// Both the wall and the steady time start at the given instants and move together in Advance(). Advance()
+// wakes every thread blocked in WaitUntil whose deadline has been reached. Tests that must know a worker is
+// asleep before they move time call WaitForWaiters(n), which blocks (on real time, with a deadline) until n
+// threads are waiting. DatabaseNowOverride() returns the fake wall time, so stores compare against the test's
+// time instead of the server's.
 //
 // Thread-safety: all methods may be called concurrently from any thread.
 #ifndef OCTOP_TESTING_FAKE_CLOCK_H_
@@ -26,14 +27,16 @@ class FakeClock final : public Clock {
 
   WallTime WallNow() const override;
   SteadyTime SteadyNow() const override;
-  WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal) override;
+  WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal = nullptr) override;
   std::optional<WallTime> DatabaseNowOverride() const override { return WallNow(); }
 
   // Moves time forward by `d` (>= 0) and wakes the waiters whose deadline has come.
   void Advance(std::chrono::nanoseconds d);
-  // Moves time to the earliest deadline any thread is waiting for; returns false (and does nothing) if none waits.
+  // Moves time to the earliest deadline any thread is waiting for; returns false (and does nothing) if none
+  // waits.
   bool AdvanceToNextDeadline();
-  // Blocks until at least `n` threads are inside WaitUntil, or `timeout` of real time passes; returns whether they are.
+  // Blocks until at least `n` threads are inside WaitUntil, or `timeout` of real time passes; returns whether
+  // they are.
   bool WaitForWaiters(int n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   int waiters() const;
 
