@@ -1,0 +1,150 @@
+-- Migrations of the PostgreSQL backend, applied in order by PostgresStore::MigrateTo inside one transaction that
+-- first takes pg_advisory_xact_lock keyed by the schema (so nodes migrating at once queue up, and a failure leaves
+-- nothing half-done: PostgreSQL DDL is transactional).
+--
+-- The first three rebuild Backstage's knex migrations and are recorded, under Backstage's file names, in knex's own
+-- bookkeeping tables (same DDL as knex creates on PostgreSQL), so a schema a Backstage backend migrated is
+-- recognised and vice versa. {ns} is the schema, a quoted identifier.
+
+-- name: CreateBookkeeping
+CREATE SCHEMA IF NOT EXISTS {ns};
+CREATE TABLE IF NOT EXISTS {ns}.backstage_backend_tasks__knex_migrations (
+  id serial PRIMARY KEY,
+  name varchar(255),
+  batch integer,
+  migration_time timestamptz
+);
+CREATE TABLE IF NOT EXISTS {ns}.backstage_backend_tasks__knex_migrations_lock (
+  "index" serial PRIMARY KEY,
+  is_locked integer
+);
+INSERT INTO {ns}.backstage_backend_tasks__knex_migrations_lock (is_locked)
+  SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {ns}.backstage_backend_tasks__knex_migrations_lock);
+-- Holding the lock row until commit makes a concurrently starting knex migrator wait for us.
+UPDATE {ns}.backstage_backend_tasks__knex_migrations_lock SET is_locked = is_locked;
+CREATE TABLE IF NOT EXISTS {ns}.octop_migrations (
+  version integer NOT NULL PRIMARY KEY,
+  name text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: AdvisoryLock
+-- $1 the lock's name ('octop-migrate:' + schema), hashed to the bigint key.
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
+
+-- name: BookkeepingTables
+-- $1 the schema name (unquoted). Which of the two bookkeeping tables exist.
+SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind = 'r'
+  AND c.relname IN ('backstage_backend_tasks__knex_migrations', 'octop_migrations');
+
+-- name: ListKnexMigrations
+SELECT name FROM {ns}.backstage_backend_tasks__knex_migrations ORDER BY id;
+
+-- name: ListOctopMigrations
+SELECT name FROM {ns}.octop_migrations ORDER BY version;
+
+-- name: RecordKnexMigration
+-- $1 name, $2 database now override. The batch is one more than the last, as knex numbers a run.
+INSERT INTO {ns}.backstage_backend_tasks__knex_migrations (name, batch, migration_time)
+SELECT $1, COALESCE(max(batch), 0) + 1, COALESCE($2::timestamptz, now())
+FROM {ns}.backstage_backend_tasks__knex_migrations;
+
+-- name: RecordOctopMigration
+-- $1 version, $2 name, $3 database now override.
+INSERT INTO {ns}.octop_migrations (version, name, applied_at) VALUES ($1, $2, COALESCE($3::timestamptz, now()));
+
+-- name: Migration1Init
+-- 20210928160613_init.js: next_run_start_at starts out NOT NULL. Comments and the id index as Backstage has them.
+CREATE TABLE {ns}.backstage_backend_tasks__tasks (
+  id varchar(255) NOT NULL,
+  settings_json text NOT NULL,
+  next_run_start_at timestamptz NOT NULL,
+  current_run_ticket text NULL,
+  current_run_started_at timestamptz NULL,
+  current_run_expires_at timestamptz NULL,
+  CONSTRAINT backstage_backend_tasks__tasks_pkey PRIMARY KEY (id)
+);
+CREATE INDEX backstage_backend_tasks__tasks__id_idx ON {ns}.backstage_backend_tasks__tasks (id);
+COMMENT ON TABLE {ns}.backstage_backend_tasks__tasks IS 'Tasks used for scheduling work on multiple workers';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.id IS 'The unique ID of this particular task';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.settings_json
+  IS 'JSON serialized object with properties for this task';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.next_run_start_at
+  IS 'The next time that the task should be started';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.current_run_ticket
+  IS 'A unique ticket for the current task run';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.current_run_started_at
+  IS 'The time that the current task run started';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.current_run_expires_at
+  IS 'The time that the current task run will time out';
+
+-- name: Migration2NullableNextRun
+-- 20240712211735_nullable_next_run.js
+ALTER TABLE {ns}.backstage_backend_tasks__tasks ALTER COLUMN next_run_start_at DROP NOT NULL;
+
+-- name: Migration3LastRun
+-- 20250411000000_last_run.js
+ALTER TABLE {ns}.backstage_backend_tasks__tasks
+  ADD COLUMN last_run_error_json text NULL,
+  ADD COLUMN last_run_ended_at timestamptz NULL;
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.last_run_error_json
+  IS 'JSON serialized error object from the last task run';
+COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.last_run_ended_at
+  IS 'The time that the last task run ended';
+
+-- name: Migration4Jobs
+-- octop_0001_jobs: the job queue (seed 003). Same columns, order and indexes as the SQLite backend.
+CREATE TABLE {ns}.octop_jobs (
+  id uuid NOT NULL PRIMARY KEY DEFAULT gen_random_uuid(),
+  queue text NOT NULL DEFAULT 'default',
+  kind text NOT NULL,
+  payload jsonb NOT NULL,
+  priority integer NOT NULL DEFAULT 0,
+  scheduled_at timestamptz NOT NULL DEFAULT now(),
+  status text NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'running', 'success', 'failed', 'frozen')),
+  attempt integer NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+  max_retries integer NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
+  attempt_token text NULL,
+  last_error text NULL CHECK (char_length(last_error) <= 1024),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  started_at timestamptz NULL,
+  completed_at timestamptz NULL,
+  expires_at timestamptz NULL,
+  unique_key text NULL
+);
+CREATE UNIQUE INDEX octop_jobs_unique_key ON {ns}.octop_jobs (unique_key) WHERE status IN ('pending', 'running');
+CREATE INDEX octop_jobs_claim ON {ns}.octop_jobs (status, queue, priority, scheduled_at) WHERE status = 'pending';
+
+-- name: Migration5Config
+-- octop_0002_config: runtime settings read by the job queue without a restart.
+CREATE TABLE {ns}.octop_config (
+  key text NOT NULL PRIMARY KEY,
+  value jsonb NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: DescribeTable
+-- $1 schema, $2 table (unquoted names).
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+               WHERE i.indrelid = c.oid AND i.indisprimary AND a.attnum = ANY (i.indkey))
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum;
+
+-- name: DescribeIndexes
+-- $1 schema, $2 table. Key columns in index order; expression parts (attnum 0) are left out.
+SELECT ic.relname, i.indisunique, i.indpred IS NOT NULL,
+       array_to_json(ARRAY(SELECT a.attname FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+             ORDER BY k.ord))::text AS columns
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
+JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2
+ORDER BY ic.relname COLLATE "C";

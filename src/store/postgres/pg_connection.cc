@@ -1,0 +1,131 @@
+#include "store/postgres/pg_connection.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace octop::store::postgres {
+
+namespace {
+
+std::string TrimMessage(const char* message) {
+  std::string text = message != nullptr ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+bool IsConnectionClass(std::string_view sqlstate) {
+  // 08: connection exception; 57P01/02/03: admin shutdown, crash shutdown, cannot connect now.
+  return sqlstate.starts_with("08") || sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03";
+}
+
+}  // namespace
+
+long PgResult::AffectedRows() const {
+  if (!result_) return 0;
+  const char* n = PQcmdTuples(result_.get());
+  return (n == nullptr || *n == '\0') ? 0 : std::strtol(n, nullptr, 10);
+}
+
+std::string QuoteIdentifier(std::string_view name) {
+  std::string quoted = "\"";
+  for (char c : name) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& conninfo) {
+  // Defaults come before "dbname" so that whatever the URL sets overrides them (expand_dbname semantics).
+  const char* keywords[] = {"connect_timeout", "application_name", "client_encoding", "dbname", nullptr};
+  const char* values[] = {"10", "octop", "UTF8", conninfo.c_str(), nullptr};
+  PGconn* raw = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+  if (raw == nullptr) return UnavailableError("PostgreSQL: out of memory while connecting");
+  std::unique_ptr<PgConnection> conn(new PgConnection(raw));
+  if (PQstatus(raw) != CONNECTION_OK) {
+    return UnavailableError("PostgreSQL: cannot connect: " + TrimMessage(PQerrorMessage(raw)));
+  }
+  // Server notices ("schema already exists, skipping" from idempotent migrations, the FATAL of a terminated
+  // backend) would go to stderr; the failures that matter reach callers as a Status instead.
+  PQsetNoticeProcessor(
+      raw, [](void*, const char*) {}, nullptr);
+  // The URL may carry its own `options`, so the session settings are applied explicitly rather than through
+  // them.
+  OCTOP_RETURN_IF_ERROR(
+      conn->Exec("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET IntervalStyle = 'postgres'"));
+  return conn;
+}
+
+PgConnection::~PgConnection() { PQfinish(conn_); }
+
+Status PgConnection::FailureStatus(const PGresult* result, std::string_view what) {
+  const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  std::string sqlstate = state != nullptr ? state : "";
+  std::string message =
+      TrimMessage(result != nullptr && *PQresultErrorMessage(result) != '\0' ? PQresultErrorMessage(result)
+                                                                             : PQerrorMessage(conn_));
+  std::string text = "PostgreSQL: " + std::string(what) + ": " + message;
+  if (!sqlstate.empty()) text += " (SQLSTATE " + sqlstate + ")";
+  if (IsConnectionClass(sqlstate) || PQstatus(conn_) != CONNECTION_OK ||
+      (sqlstate.empty() && result == nullptr)) {
+    broken_ = true;
+    return UnavailableError(text);
+  }
+  if (sqlstate.empty()) {
+    // A client-side failure without a server error (e.g. the socket died mid-read) leaves no SQLSTATE; libpq
+    // then reports the connection as bad, handled above. Anything else is unexpected.
+    return InternalError(text);
+  }
+  // Serialization failures, deadlocks, lock timeouts, too many connections: retrying may help.
+  if (sqlstate.starts_with("40") || sqlstate.starts_with("53") || sqlstate == "55P03")
+    return UnavailableError(text);
+  if (sqlstate == "57014") return CancelledError(text);
+  // No such table or schema: the namespace has not been migrated (yet).
+  if (sqlstate == "42P01" || sqlstate == "3F000") return FailedPreconditionError(text);
+  // Data exceptions (bad encoding, value too long, bad timestamp): the caller's input.
+  if (sqlstate.starts_with("22")) return InvalidArgumentError(text);
+  return InternalError(text);
+}
+
+Result<PgResult> PgConnection::Check(PGresult* result, std::string_view what) {
+  PgResult owned(result);
+  if (result != nullptr) {
+    ExecStatusType st = PQresultStatus(result);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return owned;
+  }
+  return FailureStatus(result, what);
+}
+
+Result<PgResult> PgConnection::ExecPrepared(const std::string& name, const std::string& sql,
+                                            const PgParams& params) {
+  if (!prepared_.contains(name)) {
+    OCTOP_ASSIGN_OR_RETURN(PgResult prepared,
+                           Check(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr), "prepare " + name));
+    (void)prepared;
+    prepared_.insert(name);
+  }
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return Check(
+      PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
+                     /*resultFormat=*/0),
+      name);
+}
+
+Result<PgResult> PgConnection::ExecParams(const std::string& sql, const PgParams& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return Check(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                            nullptr, nullptr, /*resultFormat=*/0),
+               "query");
+}
+
+Status PgConnection::Exec(const std::string& sql) {
+  Result<PgResult> result = Check(PQexec(conn_, sql.c_str()), "statement");
+  return result.ok() ? Status::Ok() : result.status();
+}
+
+}  // namespace octop::store::postgres

@@ -1,0 +1,103 @@
+// PgConnection: one libpq connection of the PostgreSQL backend, with its own cache of prepared statements,
+// and PgResult, an owned PGresult.
+//
+// Every failure is turned into a Status here, and a connection-class failure (PQstatus bad, SQLSTATE 08*, or
+// the server shutting the session down: 57P01/57P02/57P03) marks the connection broken, so its owner (the
+// pool or a listener) throws it away and the next call opens a fresh one. The connection is set to
+// TimeZone=UTC and DateStyle=ISO on open, so timestamptz values travel as "YYYY-MM-DD HH:MM:SS.ffffff+00"
+// (see pg_timestamp.h).
+//
+// Ownership: a PgConnection owns its PGconn and closes it in the destructor.
+// Thread-safety: none; one thread at a time (the pool hands a connection to one caller).
+#ifndef OCTOP_STORE_POSTGRES_PG_CONNECTION_H_
+#define OCTOP_STORE_POSTGRES_PG_CONNECTION_H_
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <libpq-fe.h>
+
+#include <octop/status.h>
+
+namespace octop::store::postgres {
+
+// Bound parameters in text format; nullopt is SQL NULL.
+using PgParams = std::vector<std::optional<std::string>>;
+
+class PgResult {
+ public:
+  PgResult() = default;
+  explicit PgResult(PGresult* result) : result_(result) {}
+
+  int rows() const { return result_ ? PQntuples(result_.get()) : 0; }
+  bool IsNull(int row, int col) const { return PQgetisnull(result_.get(), row, col) != 0; }
+  std::string Text(int row, int col) const {
+    return std::string(PQgetvalue(result_.get(), row, col),
+                       static_cast<std::size_t>(PQgetlength(result_.get(), row, col)));
+  }
+  std::optional<std::string> OptText(int row, int col) const {
+    if (IsNull(row, col)) return std::nullopt;
+    return Text(row, col);
+  }
+  bool Bool(int row, int col) const {
+    return !IsNull(row, col) && PQgetvalue(result_.get(), row, col)[0] == 't';
+  }
+  const PGresult* raw() const { return result_.get(); }
+  // Rows changed by an INSERT/UPDATE/DELETE.
+  long AffectedRows() const;
+
+ private:
+  struct Clear {
+    void operator()(PGresult* r) const { PQclear(r); }
+  };
+  std::unique_ptr<PGresult, Clear> result_;
+};
+
+class PgConnection {
+ public:
+  // Connects (blocking) and applies the session settings. kUnavailable when the server cannot be reached.
+  static Result<std::unique_ptr<PgConnection>> Open(const std::string& conninfo);
+
+  ~PgConnection();
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // Runs the statement `sql` under the prepared name `name`, preparing it on this connection the first time.
+  // The same name must always come with the same text.
+  Result<PgResult> ExecPrepared(const std::string& name, const std::string& sql, const PgParams& params);
+  // Runs one statement with bound parameters, unprepared (migrations, one-off catalog queries).
+  Result<PgResult> ExecParams(const std::string& sql, const PgParams& params);
+  // Runs one or more statements without parameters (simple query protocol: DDL scripts, BEGIN/COMMIT).
+  Status Exec(const std::string& sql);
+
+  // True after a connection-class failure: the connection must not be reused.
+  bool broken() const { return broken_ || PQstatus(conn_) != CONNECTION_OK; }
+  // True when a transaction is open or failed (a caller left without COMMIT/ROLLBACK).
+  bool in_transaction() const { return PQtransactionStatus(conn_) != PQTRANS_IDLE; }
+  // The server process id (for tests that terminate backends).
+  int backend_pid() const { return PQbackendPID(conn_); }
+  PGconn* raw() { return conn_; }
+
+  // Classifies a failed result (or a null one) and marks the connection broken when the failure is
+  // connection-class.
+  Status FailureStatus(const PGresult* result, std::string_view what);
+
+ private:
+  explicit PgConnection(PGconn* conn) : conn_(conn) {}
+  Result<PgResult> Check(PGresult* result, std::string_view what);
+
+  PGconn* conn_;
+  bool broken_ = false;
+  std::set<std::string, std::less<>> prepared_;
+};
+
+// `name` quoted as a PostgreSQL identifier ("a""b").
+std::string QuoteIdentifier(std::string_view name);
+
+}  // namespace octop::store::postgres
+
+#endif  // OCTOP_STORE_POSTGRES_PG_CONNECTION_H_

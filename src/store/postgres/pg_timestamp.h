@@ -1,0 +1,29 @@
+// Text forms of timestamptz and interval as the PostgreSQL backend binds and reads them.
+//
+// Sent: ISO 8601 in UTC with microseconds ("2026-01-01T00:00:00.123456Z"), which timestamptz input accepts
+// whatever the session's zone. Received: the ISO DateStyle output of a TimeZone=UTC session ("2026-01-01
+// 00:00:00.123456+00", the fraction absent when zero). PostgreSQL keeps microseconds, so a WallTime
+// round-trips at that precision.
+//
+// Thread-safety: pure functions.
+#ifndef OCTOP_STORE_POSTGRES_PG_TIMESTAMP_H_
+#define OCTOP_STORE_POSTGRES_PG_TIMESTAMP_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <octop/clock.h>
+#include <octop/status.h>
+
+namespace octop::store::postgres {
+
+std::string FormatTimestamp(WallTime t);
+Result<WallTime> ParseTimestamp(std::string_view text);
+// An interval literal ("1500000 microseconds"): exact, unlike float seconds.
+std::string FormatInterval(std::chrono::microseconds d);
+
+}  // namespace octop::store::postgres
+
+#endif  // OCTOP_STORE_POSTGRES_PG_TIMESTAMP_H_

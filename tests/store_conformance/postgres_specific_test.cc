@@ -1,0 +1,391 @@
+// What only the PostgreSQL backend has: the connection pool under contention, reconnecting after the server
+// kills our backends, LISTEN/NOTIFY across Store objects and after the listening backend dies, schemas as
+// namespaces.
+//
+// Needs a server: OCTOP_TEST_PG_URL (make test starts one). Without it every test is skipped, unless
+// OCTOP_REQUIRE_PG=1, which turns the skip into a failure.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <octop/error_json.h>
+#include <octop/testing/fake_clock.h>
+
+#include "store/postgres/pg_admin_session.h"
+#include "store/postgres/postgres_store.h"
+#include "store/store.h"
+#include "store_test_env.h"
+
+namespace octop::store {
+namespace {
+
+using postgres::PgAdminSession;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kSettings[] = R"({"version":2,"cadence":"PT1M","timeoutAfterDuration":"PT1M"})";
+
+std::string EnvOrEmpty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+class PostgresSpecificTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_url_ = EnvOrEmpty("OCTOP_TEST_PG_URL");
+    if (base_url_.empty()) {
+      if (EnvOrEmpty("OCTOP_REQUIRE_PG") == "1")
+        FAIL() << "OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set";
+      GTEST_SKIP() << "OCTOP_TEST_PG_URL is not set";
+    }
+    ns_ = testing::FreshNamespace();
+    // A per-test application_name tells this test's backends apart in pg_stat_activity.
+    std::random_device rd;
+    app_ = "octop_pgtest_" + std::to_string(rd());
+    url_ = base_url_ + (base_url_.find('?') == std::string::npos ? "?" : "&") + "application_name=" + app_;
+    auto admin = PgAdminSession::Open(base_url_);
+    ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+    admin_ = std::move(admin).value();
+  }
+
+  std::unique_ptr<Store> Open(const std::string& ns, int pool_size = 4, const Clock* clock = &Clock::Real()) {
+    StoreOptions options;
+    options.ns = ns;
+    options.pool_size = pool_size;
+    options.clock = clock;
+    auto store = OpenPostgresStore(url_, options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return nullptr;
+    EXPECT_TRUE((*store)->Migrate().ok());
+    return std::move(store).value();
+  }
+
+  std::vector<std::string> BackendPids(const std::string& extra_condition = "") {
+    auto rows = admin_->Query(
+        "SELECT pid::text FROM pg_stat_activity WHERE application_name = $1 " + extra_condition, {app_});
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    std::vector<std::string> pids;
+    if (rows.ok()) {
+      for (const auto& row : *rows) pids.push_back(row[0].value_or(""));
+    }
+    return pids;
+  }
+
+  // Terminates the backends and waits (with a deadline) until the server has removed them.
+  void TerminateBackends(const std::string& extra_condition = "") {
+    std::vector<std::string> pids = BackendPids(extra_condition);
+    ASSERT_FALSE(pids.empty());
+    for (const std::string& pid : pids) {
+      auto r = admin_->Query("SELECT pg_terminate_backend($1::int)", {pid});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+    auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    while (true) {
+      auto r = admin_->Query("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY ($1::int[])",
+                             {"{" + Join(pids) + "}"});
+      ASSERT_TRUE(r.ok());
+      if ((*r)[0][0] == "0") break;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "backends did not exit";
+      std::this_thread::yield();
+    }
+  }
+
+  static std::string Join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+    return out;
+  }
+
+  static UpsertTaskParams DueTask(const std::string& id) { return {id, kSettings, DbNowPlus{}, DbNowPlus{}}; }
+
+  // Waits for notifications until one with `payload` arrives or `deadline` passes; returns all it saw.
+  static std::vector<Notification> WaitFor(Listener& listener, const std::string& payload,
+                                           milliseconds budget = milliseconds(5000)) {
+    std::vector<Notification> seen;
+    auto deadline = std::chrono::steady_clock::now() + budget;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto got = listener.Wait(milliseconds(200), {});
+      if (!got.ok()) continue;
+      for (auto& n : *got) seen.push_back(n);
+      for (auto& n : seen) {
+        if (n.payload == payload) return seen;
+      }
+    }
+    return seen;
+  }
+
+  std::string base_url_, url_, app_, ns_;
+  std::unique_ptr<PgAdminSession> admin_;
+};
+
+TEST_F(PostgresSpecificTest, PoolServesMoreThreadsThanConnections) {
+  constexpr int kPool = 2, kThreads = 8, kOps = 40;
+  auto store = Open(ns_, kPool);
+  ASSERT_NE(store, nullptr);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        std::string id = "task-" + std::to_string(t) + "-" + std::to_string(i);
+        if (!store->UpsertTask(DueTask(id)).ok()) ++failures;
+        auto polled = store->PollTasks({{id}});
+        if (!polled.ok() || polled->tasks.size() != 1 || !polled->tasks[0].ready) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(BackendPids().size(), static_cast<std::size_t>(kPool));
+  auto rows = store->ListTasks({});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), static_cast<std::size_t>(kThreads * kOps));
+}
+
+TEST_F(PostgresSpecificTest, ExactlyOneOfManyClaimersWinsThroughASmallPool) {
+  auto store = Open(ns_, 3);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->UpsertTask(DueTask("contended")).ok());
+  constexpr int kThreads = 12;
+  std::atomic<int> wins{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto claimed = store->TryClaimTask({"contended", "ticket-" + std::to_string(t), seconds(60)});
+      if (!claimed.ok()) {
+        ++errors;
+      } else if (claimed->has_value()) {
+        ++wins;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(wins.load(), 1);
+}
+
+TEST_F(PostgresSpecificTest, ReconnectsAfterItsBackendsAreTerminated) {
+  auto store = Open(ns_, 3);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->UpsertTask(DueTask("survivor")).ok());
+  // Open all three pooled connections.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) threads.emplace_back([&] { (void)store->ListTasks({}); });
+  for (auto& th : threads) th.join();
+  ASSERT_FALSE(BackendPids().empty());
+
+  TerminateBackends();
+
+  auto failed = store->ListTasks({});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status().ToString();
+  // The failed call dropped every idle connection (they were all dead), so the next call gets a fresh one.
+  auto rows = store->ListTasks({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].id, "survivor");
+  EXPECT_TRUE(store->TriggerTask({"survivor"}).ok());
+}
+
+TEST_F(PostgresSpecificTest, ListenerHearsTriggersFromAnotherStoreOfTheSameNamespaceOnly) {
+  auto listening = Open(ns_);
+  auto triggering = Open(ns_);
+  std::string other_ns = testing::FreshNamespace();
+  auto other = Open(other_ns);
+  ASSERT_NE(listening, nullptr);
+  ASSERT_NE(triggering, nullptr);
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(triggering->UpsertTask(DueTask("mine")).ok());
+  ASSERT_TRUE(other->UpsertTask(DueTask("theirs")).ok());
+  auto listener = listening->Listen({std::string(kTasksChannel)});
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+
+  // Commit order is delivery order: a leak of the other namespace's trigger would arrive before ours.
+  ASSERT_TRUE(other->TriggerTask({"theirs"}).ok());
+  ASSERT_TRUE(triggering->TriggerTask({"mine"}).ok());
+  std::vector<Notification> seen = WaitFor(**listener, "mine");
+  ASSERT_FALSE(seen.empty());
+  for (const auto& n : seen) {
+    EXPECT_EQ(n.channel, kTasksChannel);
+    EXPECT_EQ(n.payload, "mine");
+  }
+}
+
+TEST_F(PostgresSpecificTest, ListenerReconnectsAfterItsBackendIsTerminated) {
+  auto store = Open(ns_);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->UpsertTask(DueTask("wake-me")).ok());
+  auto listener = store->Listen({std::string(kTasksChannel)});
+  ASSERT_TRUE(listener.ok());
+
+  TerminateBackends("AND query LIKE 'LISTEN%'");
+
+  // The dead socket is readable at once, so this returns well before its timeout.
+  auto broken = (*listener)->Wait(seconds(10), {});
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().code(), StatusCode::kUnavailable);
+
+  // The next Wait reconnects and LISTENs again before it blocks, so a trigger sent after it started is heard.
+  // The first short Wait re-establishes the subscription; only then is the trigger sent.
+  auto reconnected = (*listener)->Wait(milliseconds(1), {});
+  ASSERT_TRUE(reconnected.ok()) << reconnected.status().ToString();
+  ASSERT_TRUE(store->TriggerTask({"wake-me"}).ok());
+  std::vector<Notification> seen = WaitFor(**listener, "wake-me");
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].payload, "wake-me");
+}
+
+TEST_F(PostgresSpecificTest, WaitEndsPromptlyWhenStopIsRequested) {
+  auto store = Open(ns_);
+  ASSERT_NE(store, nullptr);
+  auto listener = store->Listen({std::string(kTasksChannel)});
+  ASSERT_TRUE(listener.ok());
+  std::stop_source stop;
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    auto got = (*listener)->Wait(seconds(60), stop.get_token());
+    EXPECT_TRUE(got.ok());
+    returned = true;
+  });
+  auto started = std::chrono::steady_clock::now();
+  stop.request_stop();
+  waiter.join();
+  EXPECT_TRUE(returned.load());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, seconds(5));
+}
+
+TEST_F(PostgresSpecificTest, SameTaskIdInTwoSchemasIsTwoTasks) {
+  auto a = Open(ns_);
+  std::string other_ns = testing::FreshNamespace();
+  auto b = Open(other_ns);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->UpsertTask(DueTask("shared-id")).ok());
+  ASSERT_TRUE(b->UpsertTask({"shared-id", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT5M"})",
+                             NullTime{}, NullTime{}})
+                  .ok());
+  auto claimed = a->TryClaimTask({"shared-id", "ticket-a", seconds(60)});
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_TRUE(claimed->has_value());
+
+  auto in_b = b->ListTasks({});
+  ASSERT_TRUE(in_b.ok());
+  ASSERT_EQ(in_b->size(), 1u);
+  EXPECT_FALSE((*in_b)[0].current_run_ticket.has_value());
+  EXPECT_FALSE((*in_b)[0].next_run_start_at.has_value());
+  EXPECT_NE((*in_b)[0].settings_json.find("manual"), std::string::npos);
+  EXPECT_EQ(b->CancelTask({"shared-id", SerializeErrorMessage("Task was cancelled")}).code(),
+            StatusCode::kConflict);
+  EXPECT_TRUE(a->CancelTask({"shared-id", SerializeErrorMessage("Task was cancelled")}).ok());
+}
+
+TEST_F(PostgresSpecificTest, OddSchemaNamesAreQuotedNotSpliced) {
+  const std::string weird = "Weird-Name \"q\" x'; DROP SCHEMA public; -- \xC3\xBC";
+  auto store = Open(weird);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->UpsertTask(DueTask("t1")).ok());
+  auto rows = store->ListTasks({});
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  auto schema = admin_->Query("SELECT count(*) FROM pg_namespace WHERE nspname = $1", {weird});
+  ASSERT_TRUE(schema.ok());
+  EXPECT_EQ((*schema)[0][0], "1");
+  auto pub = admin_->Query("SELECT count(*) FROM pg_namespace WHERE nspname = 'public'");
+  ASSERT_TRUE(pub.ok());
+  EXPECT_EQ((*pub)[0][0], "1");
+  auto listener = store->Listen({std::string(kTasksChannel)});
+  ASSERT_TRUE(listener.ok());
+  ASSERT_TRUE(store->TriggerTask({"t1"}).ok());
+  EXPECT_FALSE(WaitFor(**listener, "t1").empty());
+  auto dropped =
+      admin_->Query("DROP SCHEMA \"Weird-Name \"\"q\"\" x'; DROP SCHEMA public; -- \xC3\xBC\" CASCADE");
+  EXPECT_TRUE(dropped.ok()) << dropped.status().ToString();
+}
+
+TEST_F(PostgresSpecificTest, UnsafeSchemaNamesAreRejected) {
+  for (const std::string& bad : {std::string(""), std::string(64, 'a'), std::string("pg_mine"),
+                                 std::string("a/b"), std::string("line\nbreak")}) {
+    StoreOptions options;
+    options.ns = bad;
+    auto store = OpenPostgresStore(url_, options);
+    ASSERT_FALSE(store.ok()) << "accepted '" << bad << "'";
+    EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+  }
+  StoreOptions longest;
+  longest.ns = std::string(63, 'a');
+  EXPECT_TRUE(OpenPostgresStore(url_, longest).ok());
+}
+
+TEST_F(PostgresSpecificTest, ConcurrentMigrateFromManyNodesAppliesEachMigrationOnce) {
+  constexpr int kNodes = 6;
+  std::vector<std::unique_ptr<Store>> nodes;
+  for (int i = 0; i < kNodes; ++i) {
+    StoreOptions options;
+    options.ns = ns_;
+    auto store = OpenPostgresStore(url_, options);
+    ASSERT_TRUE(store.ok());
+    nodes.push_back(std::move(store).value());
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (auto& node : nodes) {
+    threads.emplace_back([&failures, &node] {
+      if (!node->Migrate().ok()) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto version = nodes[0]->SchemaVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, kLatestSchemaVersion);
+  auto knex = admin_->Query("SELECT count(*), count(DISTINCT name) FROM " + std::string("\"") + ns_ +
+                            "\".backstage_backend_tasks__knex_migrations");
+  ASSERT_TRUE(knex.ok()) << knex.status().ToString();
+  EXPECT_EQ((*knex)[0][0], "3");
+  EXPECT_EQ((*knex)[0][1], "3");
+  auto lock = admin_->Query("SELECT count(*), max(is_locked) FROM \"" + ns_ +
+                            "\".backstage_backend_tasks__knex_migrations_lock");
+  ASSERT_TRUE(lock.ok());
+  EXPECT_EQ((*lock)[0][0], "1");
+  EXPECT_EQ((*lock)[0][1], "0");
+}
+
+TEST_F(PostgresSpecificTest, TimestampsRoundTripWithMicrosecondsAndFollowTheFakeClock) {
+  octop::testing::FakeClock clock(octop::testing::FakeClock::DefaultStart() +
+                                  std::chrono::microseconds(123457));
+  auto store = Open(ns_, 2, &clock);
+  ASSERT_NE(store, nullptr);
+  WallTime at = octop::testing::FakeClock::DefaultStart() + std::chrono::hours(24 * 365 * 30) +
+                std::chrono::microseconds(654321);
+  ASSERT_TRUE(store->UpsertTask({"abs", kSettings, AbsoluteTime{at}, AbsoluteTime{at}}).ok());
+  auto now = store->DatabaseNow();
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(*now, clock.WallNow());
+  auto rows = store->ListTasks({{{"abs"}}});
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].next_run_start_at, at);
+}
+
+TEST_F(PostgresSpecificTest, PollsThousandsOfIdsInOneStatement) {
+  auto store = Open(ns_, 1);
+  ASSERT_NE(store, nullptr);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3000; ++i) ids.push_back("id \"" + std::to_string(i) + "\\,{}");
+  for (int i = 0; i < 3000; i += 100)
+    ASSERT_TRUE(store->UpsertTask(DueTask(ids[static_cast<std::size_t>(i)])).ok());
+  auto polled = store->PollTasks({ids});
+  ASSERT_TRUE(polled.ok()) << polled.status().ToString();
+  ASSERT_EQ(polled->tasks.size(), 30u);
+  for (const auto& t : polled->tasks) EXPECT_TRUE(t.ready) << t.id;
+}
+
+}  // namespace
+}  // namespace octop::store
