@@ -1,6 +1,7 @@
 # Script mode half of EmbedSql.cmake: reads SOURCES (|-separated), writes OUT.
 # CMake lists split on ';' and treat '[' ']' specially, so those characters are swapped for placeholders while the
 # text is handled line by line and put back at the end.
+cmake_policy(SET CMP0057 NEW)  # if(IN_LIST) in script mode, where no project() sets policies
 string(REPLACE "|" ";" sources "${SOURCES}")
 set(body "")
 set(seen "")
