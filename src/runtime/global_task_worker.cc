@@ -1,0 +1,479 @@
+#include "runtime/global_task_worker.h"
+
+#include <algorithm>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+
+#include <uuid/uuid.h>
+
+#include <octop/error_json.h>
+
+#include "runtime/scheduler_metrics.h"
+
+namespace octop::runtime {
+
+namespace {
+
+constexpr std::chrono::hours kMaxSleep{1};
+// How long a notification wait blocks before re-checking the stop token (the store's Wait also honours it).
+constexpr std::chrono::milliseconds kListenWait{500};
+
+std::string Name(const std::string& plugin_id, std::string_view id) {
+  return plugin_id + "/" + std::string(id);
+}
+
+}  // namespace
+
+std::string NewTicket() {
+  uuid_t uuid;
+  uuid_generate_random(uuid);
+  char text[37];
+  uuid_unparse_lower(uuid, text);
+  return text;
+}
+
+GlobalTaskWorker::GlobalTaskWorker(const SchedulerContext& context, std::string plugin_id,
+                                   store::Store& store, WallTime db_now)
+    : context_(context),
+      plugin_id_(std::move(plugin_id)),
+      store_(store),
+      db_offset_ns_(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(db_now - context.clock->WallNow()).count()) {}
+
+GlobalTaskWorker::~GlobalTaskWorker() { Join(); }
+
+void GlobalTaskWorker::Start() {
+  std::lock_guard lock(mu_);
+  if (joined_ || poller_.joinable()) return;
+  poller_ = std::thread([this] { PollLoop(context_.shutdown); });
+  listener_ = std::thread([this] { ListenLoop(context_.shutdown); });
+}
+
+WallTime GlobalTaskWorker::DatabaseNowEstimate() const {
+  return context_.clock->WallNow() +
+         std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(db_offset_ns_.load()));
+}
+
+void GlobalTaskWorker::Schedule(const std::string& id, TaskSettingsV2 settings, TaskCadence cadence,
+                                TaskFunction fn, std::optional<std::stop_token> signal) {
+  // Built before taking mu_: the callback runs right here when the signal is already stopped.
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<std::stop_callback<std::function<void()>>> callback;
+  if (signal.has_value()) {
+    callback = std::make_unique<std::stop_callback<std::function<void()>>>(*signal, [fired, this] {
+      fired->store(true);
+      wake_.Notify();
+    });
+  }
+  std::unique_ptr<std::stop_callback<std::function<void()>>> old_callback;
+  {
+    std::lock_guard lock(mu_);
+    if (joined_) return;
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) it = tasks_.emplace(id, std::make_unique<Task>()).first;
+    Task& task = *it->second;
+    task.id = id;
+    task.settings = std::move(settings);
+    task.cadence = std::move(cadence);
+    task.fn = std::move(fn);
+    task.unscheduled = false;
+    task.stopped = false;
+    task.signal_fired = fired;
+    old_callback = std::exchange(task.signal_callback, std::move(callback));
+    task.initial_wait_until.reset();
+    if (!RunningLocked(task) && task.cadence.initial_delay.has_value()) {
+      task.initial_wait_until = context_.clock->SteadyNow() + *task.cadence.initial_delay;
+    }
+  }
+  old_callback.reset();  // outside mu_: its destructor waits for a callback running elsewhere
+  Wake();
+}
+
+void GlobalTaskWorker::Unschedule(std::string_view id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) return;
+    it->second->unscheduled = true;
+  }
+  Wake();
+}
+
+void GlobalTaskWorker::NoteTriggered(std::string_view id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it != tasks_.end()) it->second->initial_wait_until.reset();
+  }
+  Wake();
+}
+
+void GlobalTaskWorker::NoteCancelled(std::string_view id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = tasks_.find(id);
+    if (it != tasks_.end() && RunningLocked(*it->second)) it->second->run->stop.request_stop();
+  }
+  Wake();
+}
+
+std::optional<WorkerStatus> GlobalTaskWorker::WorkerState(std::string_view id) const {
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return std::nullopt;
+  const Task& task = *it->second;
+  if (RunningLocked(task)) return WorkerStatus::kRunning;
+  if (task.initial_wait_until.has_value() && context_.clock->SteadyNow() < *task.initial_wait_until) {
+    return WorkerStatus::kInitialWait;
+  }
+  return WorkerStatus::kIdle;
+}
+
+std::chrono::milliseconds GlobalTaskWorker::PollIntervalLocked() const {
+  // Like Backstage's loop interval: a duration cadence shorter than the poll interval lowers it, so a task
+  // that runs on another node is picked up within one cadence when that node goes away.
+  std::chrono::milliseconds interval = context_.poll_interval;
+  for (const auto& [id, task] : tasks_) {
+    if (task->stopped || task->unscheduled || task->cadence.kind != CadenceKind::kDuration) continue;
+    interval =
+        std::min(interval, std::chrono::duration_cast<std::chrono::milliseconds>(task->cadence.period));
+  }
+  return std::max(interval, kMinPollInterval);
+}
+
+void GlobalTaskWorker::PollLoop(std::stop_token stop) {
+  const bool janitor = context_.janitor_interval.count() > 0;
+  SteadyTime janitor_at = context_.clock->SteadyNow();  // the first sweep runs at once, as Backstage's
+  SteadyTime poll_at = janitor_at;
+  while (!stop.stop_requested()) {
+    SteadyTime now = context_.clock->SteadyNow();
+    if (janitor && now >= janitor_at) {
+      Sweep();
+      now = context_.clock->SteadyNow();
+      janitor_at = now + context_.janitor_interval;
+      poll_at = now;  // a freed run may be claimable
+    }
+    std::vector<std::unique_ptr<ActiveRun>> finished;
+    std::vector<TicketCheck> checks;
+    std::vector<std::string> waiting;
+    SteadyTime wake_at = now + kMaxSleep;
+    if (janitor) wake_at = std::min(wake_at, janitor_at);
+    std::chrono::milliseconds poll_interval;
+    {
+      std::lock_guard lock(mu_);
+      poll_interval = PollIntervalLocked();
+      for (auto& [id, task_ptr] : tasks_) {
+        Task& task = *task_ptr;
+        if (task.run != nullptr && task.run->done) finished.push_back(std::move(task.run));
+        if (task.signal_fired != nullptr && task.signal_fired->load() && !task.stopped) {
+          task.stopped = true;
+          if (RunningLocked(task)) task.run->stop.request_stop();
+          context_.Log(LogLevel::kInfo, "Task worker finished: " + Name(plugin_id_, task.id));
+        }
+        if (RunningLocked(task)) {
+          ActiveRun& run = *task.run;
+          if (run.deadline.has_value() && !run.deadline_fired) {
+            if (now >= *run.deadline) {
+              run.deadline_fired = true;
+              run.stop.request_stop();
+            } else {
+              wake_at = std::min(wake_at, *run.deadline);
+            }
+          }
+          if (now >= run.next_check) {
+            checks.push_back({task.id, run.ticket});
+            run.next_check = now + context_.work_check_frequency;
+          }
+          wake_at = std::min(wake_at, run.next_check);
+          continue;
+        }
+        if (task.stopped || task.unscheduled) continue;
+        if (task.initial_wait_until.has_value()) {
+          if (now < *task.initial_wait_until) {
+            wake_at = std::min(wake_at, *task.initial_wait_until);
+            continue;
+          }
+          task.initial_wait_until.reset();
+          poll_at = now;
+        }
+        waiting.push_back(task.id);
+      }
+    }
+    for (auto& run : finished) run->thread.join();
+    finished.clear();
+
+    for (const TicketCheck& check : checks) {
+      Result<bool> valid = store_.CheckTaskTicket({check.id, check.ticket});
+      if (!valid.ok()) {
+        context_.Log(LogLevel::kWarn, "Failed to check the liveness of task " + Name(plugin_id_, check.id) +
+                                          ", " + valid.status().ToString());
+        continue;
+      }
+      if (*valid) continue;
+      context_.Log(LogLevel::kInfo,
+                   "Task " + Name(plugin_id_, check.id) +
+                       " ticket is no longer valid (cancelled or reclaimed); aborting execution");
+      std::lock_guard lock(mu_);
+      auto it = tasks_.find(check.id);
+      if (it != tasks_.end() && RunningLocked(*it->second) && it->second->run->ticket == check.ticket) {
+        it->second->run->stop.request_stop();
+      }
+    }
+
+    if (!waiting.empty()) {
+      if (context_.clock->SteadyNow() >= poll_at) poll_at = PollAndClaim(waiting, poll_interval);
+      wake_at = std::min(wake_at, poll_at);
+    }
+    if (context_.clock->WaitUntil(wake_at, stop, &wake_) == WakeReason::kSignalled) {
+      poll_at = context_.clock->SteadyNow();
+    }
+  }
+}
+
+SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
+                                          std::chrono::milliseconds interval) {
+  Result<store::PollTasksResult> polled = store_.PollTasks({ids});
+  // Steady time after the answer: the database read its clock a little earlier, so the due times derived
+  // below fall just after next_run_start_at in database time, never before it.
+  const SteadyTime after = context_.clock->SteadyNow();
+  if (!polled.ok()) {
+    context_.Log(LogLevel::kWarn, "Task state poll failed, " + polled.status().ToString());
+    return after + std::min<std::chrono::milliseconds>(kRetryAfterFailure, interval);
+  }
+  db_offset_ns_.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(polled->db_now - context_.clock->WallNow())
+          .count());
+  std::unordered_map<std::string_view, const store::PolledTask*> rows;
+  for (const store::PolledTask& row : polled->tasks) rows.emplace(row.id, &row);
+
+  SteadyTime next_poll = after + interval;
+  for (const std::string& id : ids) {
+    auto it = rows.find(id);
+    if (it == rows.end()) {
+      context_.Log(
+          LogLevel::kInfo,
+          "No longer able to find task; aborting and assuming that it has been unregistered or expired: " +
+              Name(plugin_id_, id));
+      std::lock_guard lock(mu_);
+      auto task = tasks_.find(id);
+      if (task != tasks_.end()) task->second->stopped = true;
+      continue;
+    }
+    const store::PolledTask& row = *it->second;
+    if (row.ready) {
+      TryClaim(id, row);
+      continue;
+    }
+    if (row.running || !row.next_run_start_at.has_value()) continue;  // another node runs it / manual
+    SteadyTime due =
+        after + std::chrono::duration_cast<SteadyTime::duration>(*row.next_run_start_at - polled->db_now);
+    // Not ready although due: the store compares at a coarser precision than it reports; do not spin.
+    if (due <= after) due = after + kMinPollInterval;
+    next_poll = std::min(next_poll, due);
+  }
+  return next_poll;
+}
+
+void GlobalTaskWorker::TryClaim(const std::string& id, const store::PolledTask& row) {
+  auto abort = [&](const Status& status) {
+    context_.Log(LogLevel::kInfo, "Task " + Name(plugin_id_, id) +
+                                      " has settings this worker can no longer parse; assuming that a newer "
+                                      "version is handled by other workers, " +
+                                      status.message());
+    std::lock_guard lock(mu_);
+    auto task = tasks_.find(id);
+    if (task != tasks_.end()) task->second->stopped = true;
+  };
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(row.settings_json);
+  if (!settings.ok()) return abort(settings.status());
+  Result<TaskCadence> cadence = TaskCadence::FromSettings(*settings);
+  if (!cadence.ok()) return abort(cadence.status());
+
+  std::string ticket = NewTicket();
+  Result<std::optional<store::ClaimedRun>> claimed = store_.TryClaimTask({id, ticket, cadence->timeout});
+  if (!claimed.ok()) {
+    context_.Log(LogLevel::kWarn,
+                 "Failed to claim task " + Name(plugin_id_, id) + ", " + claimed.status().ToString());
+    return;
+  }
+  if (!claimed->has_value()) return;  // another node won
+
+  std::lock_guard lock(mu_);
+  auto it = tasks_.find(id);
+  Task* task = it == tasks_.end() ? nullptr : it->second.get();
+  const SteadyTime now = context_.clock->SteadyNow();
+  auto run = std::make_unique<ActiveRun>();
+  run->ticket = std::move(ticket);
+  run->db_cadence = std::move(*cadence);
+  run->next_check = now + context_.work_check_frequency;
+  if (run->db_cadence.timeout.has_value()) run->deadline = now + *run->db_cadence.timeout;
+  TaskFunction fn;
+  if (task != nullptr && !task->stopped && !task->unscheduled && !RunningLocked(*task) &&
+      !context_.shutdown.stop_requested()) {
+    fn = task->fn;
+  } else {
+    // Stopped between the poll and the claim: the run thread releases the claim without calling anything.
+    run->stop.request_stop();
+  }
+  if (task == nullptr || RunningLocked(*task)) {
+    // Cannot happen (tasks are never erased, and a running task is not polled); release right here.
+    (void)store_.TryReleaseTask({id, run->ticket, store::FixedRateAfter{}, std::nullopt});
+    return;
+  }
+  ActiveRun* raw = run.get();
+  try {
+    run->thread = std::thread([this, task, raw, fn = std::move(fn)] { RunThread(task, raw, fn); });
+  } catch (const std::system_error& e) {
+    context_.Log(LogLevel::kWarn,
+                 "Task worker failed unexpectedly, " + Name(plugin_id_, id) + ", " + e.what());
+    (void)store_.TryReleaseTask({id, raw->ticket, store::FixedRateAfter{}, std::nullopt});
+    return;
+  }
+  task->run = std::move(run);
+}
+
+void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {
+  RunOutcome outcome;
+  if (fn) {
+    std::stop_callback on_shutdown(context_.shutdown, [run] { run->stop.request_stop(); });
+    outcome = context_.metrics->Run(fn, run->stop.get_token(), *context_.clock, plugin_id_, task->id,
+                                    TaskScope::kGlobal);
+    if (outcome.error.has_value()) {
+      context_.Log(LogLevel::kError, "Task " + Name(plugin_id_, task->id) + " failed, " + *outcome.error);
+    }
+  }
+
+  store::TimeSpec next_run = store::NullTime{};
+  switch (run->db_cadence.kind) {
+    case CadenceKind::kManual:
+      break;
+    case CadenceKind::kDuration:
+      next_run = store::FixedRateAfter{run->db_cadence.period};
+      break;
+    case CadenceKind::kCron: {
+      Result<WallTime> next = run->db_cadence.NextCronAfter(DatabaseNowEstimate());
+      if (next.ok()) {
+        next_run = store::AbsoluteTime{*next};
+      } else {
+        context_.Log(LogLevel::kWarn, "Task " + Name(plugin_id_, task->id) +
+                                          " has no next cron occurrence, " + next.status().message());
+      }
+      break;
+    }
+  }
+  store::ReleaseTaskParams release{task->id, run->ticket, next_run, std::nullopt};
+  if (outcome.error.has_value()) release.error_json = SerializeErrorMessage(*outcome.error);
+
+  bool last_attempt = false;
+  for (;;) {
+    Result<bool> released = store_.TryReleaseTask(release);
+    if (released.ok()) {
+      if (!*released) {
+        context_.Log(LogLevel::kInfo,
+                     "Task " + Name(plugin_id_, task->id) +
+                         " was no longer owned by this node when its run ended (ticket cleared)");
+      }
+      break;
+    }
+    context_.Log(LogLevel::kWarn, "Failed to release task " + Name(plugin_id_, task->id) + ", " +
+                                      released.status().ToString());
+    if (last_attempt) break;  // the janitor frees the row once its run expires
+    if (context_.shutdown.stop_requested()) {
+      last_attempt = true;
+      continue;
+    }
+    context_.clock->WaitFor(kRetryAfterFailure, context_.shutdown);
+  }
+  {
+    std::lock_guard lock(mu_);
+    run->done = true;
+  }
+  Wake();
+}
+
+void GlobalTaskWorker::Sweep() {
+  Result<std::vector<std::string>> swept = store_.SweepExpiredTaskRuns({});
+  if (!swept.ok()) {
+    context_.Log(LogLevel::kWarn, "Error while performing janitorial tasks, " + swept.status().ToString());
+    return;
+  }
+  for (const std::string& id : *swept) {
+    context_.Log(LogLevel::kWarn, "Task timed out and was lost: " + Name(plugin_id_, id));
+  }
+}
+
+void GlobalTaskWorker::ListenLoop(std::stop_token stop) {
+  std::unique_ptr<store::Listener> listener;
+  bool failing = false;
+  while (!stop.stop_requested()) {
+    if (listener == nullptr) {
+      Result<std::unique_ptr<store::Listener>> opened = store_.Listen({std::string(store::kTasksChannel)});
+      if (!opened.ok()) {
+        if (!failing) {
+          context_.Log(LogLevel::kWarn, "Cannot listen for task triggers of plugin " + plugin_id_ +
+                                            " (polling only until it recovers), " +
+                                            opened.status().ToString());
+        }
+        failing = true;
+        // Reconnection backoff on real time: it is about the connection, not the schedule.
+        Clock::Real().WaitFor(kRetryAfterFailure, stop);
+        continue;
+      }
+      listener = std::move(opened).value();
+      if (failing)
+        context_.Log(LogLevel::kInfo, "Listening for task triggers of plugin " + plugin_id_ + " again");
+      failing = false;
+      Wake();  // a trigger may have been missed while not listening
+    }
+    Result<std::vector<store::Notification>> notes = listener->Wait(kListenWait, stop);
+    if (!notes.ok()) {
+      if (stop.stop_requested()) break;
+      context_.Log(LogLevel::kWarn,
+                   "Task trigger listener of plugin " + plugin_id_ + " failed, " + notes.status().ToString());
+      failing = true;
+      listener.reset();
+      Clock::Real().WaitFor(kRetryAfterFailure, stop);
+      continue;
+    }
+    for (const store::Notification& note : *notes) {
+      if (note.channel == store::kTasksChannel) NoteTriggered(note.payload);
+    }
+  }
+}
+
+void GlobalTaskWorker::Join() {
+  std::thread poller;
+  std::thread listener;
+  {
+    std::lock_guard lock(mu_);
+    joined_ = true;
+    poller = std::move(poller_);
+    listener = std::move(listener_);
+  }
+  if (poller.joinable()) poller.join();
+  if (listener.joinable()) listener.join();
+  std::vector<ActiveRun*> active;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, task] : tasks_) {
+      if (task->run != nullptr) {
+        task->run->stop.request_stop();
+        active.push_back(task->run.get());
+      }
+    }
+  }
+  for (ActiveRun* run : active) {
+    if (run->thread.joinable()) run->thread.join();
+  }
+  std::vector<std::unique_ptr<std::stop_callback<std::function<void()>>>> callbacks;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, task] : tasks_) {
+      task->run.reset();
+      callbacks.push_back(std::move(task->signal_callback));
+    }
+  }
+}
+
+}  // namespace octop::runtime

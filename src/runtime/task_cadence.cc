@@ -1,0 +1,46 @@
+#include "runtime/task_cadence.h"
+
+#include <octop/duration.h>
+
+namespace octop::runtime {
+
+namespace {
+
+Result<std::optional<std::chrono::microseconds>> ParseOptionalLength(const std::optional<std::string>& iso) {
+  if (!iso.has_value() || iso->empty()) return std::optional<std::chrono::microseconds>{};
+  OCTOP_ASSIGN_OR_RETURN(Duration d, Duration::ParseIso(*iso));
+  if (d.IsZero()) return std::optional<std::chrono::microseconds>{};
+  return std::optional<std::chrono::microseconds>{d.ToChrono()};
+}
+
+}  // namespace
+
+Result<TaskCadence> TaskCadence::FromSettings(const TaskSettingsV2& settings) {
+  TaskCadence cadence;
+  cadence.kind = settings.cadence_kind();
+  switch (cadence.kind) {
+    case CadenceKind::kCron: {
+      OCTOP_ASSIGN_OR_RETURN(CronExpression cron, CronExpression::Parse(settings.cadence));
+      cadence.cron = std::move(cron);
+      cadence.time_zone = settings.time_zone.value_or("");
+      break;
+    }
+    case CadenceKind::kDuration: {
+      OCTOP_ASSIGN_OR_RETURN(Duration d, Duration::ParseIso(settings.cadence));
+      cadence.period = d.ToChrono();
+      break;
+    }
+    case CadenceKind::kManual:
+      break;
+  }
+  OCTOP_ASSIGN_OR_RETURN(cadence.timeout, ParseOptionalLength(settings.timeout_after_duration));
+  OCTOP_ASSIGN_OR_RETURN(cadence.initial_delay, ParseOptionalLength(settings.initial_delay_duration));
+  return cadence;
+}
+
+Result<WallTime> TaskCadence::NextCronAfter(WallTime after) const {
+  if (!cron.has_value()) return InternalError("not a cron cadence");
+  return cron->Next(after, time_zone);
+}
+
+}  // namespace octop::runtime

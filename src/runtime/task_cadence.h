@@ -1,0 +1,38 @@
+// TaskCadence: the parsed form of TaskSettingsV2.cadence plus the lengths the workers need, built once per
+// settings value so that loops do not re-parse JSON or cron text on every wake-up.
+//
+// Thread-safety: an immutable value type (CronExpression copies share their parsed fields).
+#ifndef OCTOP_RUNTIME_TASK_CADENCE_H_
+#define OCTOP_RUNTIME_TASK_CADENCE_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <octop/clock.h>
+#include <octop/cron.h>
+#include <octop/status.h>
+#include <octop/task_settings.h>
+
+namespace octop::runtime {
+
+struct TaskCadence {
+  CadenceKind kind = CadenceKind::kManual;
+  std::optional<CronExpression> cron;                      // kCron
+  std::string time_zone;                                   // kCron: "" = the node's local zone
+  std::chrono::microseconds period{0};                     // kDuration
+  std::optional<std::chrono::microseconds> timeout;        // absent for Backstage's "" quirk
+  std::optional<std::chrono::microseconds> initial_delay;  // absent or zero = none
+
+  // InvalidArgument when the cadence or a duration does not parse (settings that Validate() accepts always
+  // do, apart from the "" quirk, which is read as "no timeout" / "no delay").
+  static Result<TaskCadence> FromSettings(const TaskSettingsV2& settings);
+
+  // kCron: the next occurrence strictly after `after` in the task's zone; nullopt if there is none (logged by
+  // the caller).
+  Result<WallTime> NextCronAfter(WallTime after) const;
+};
+
+}  // namespace octop::runtime
+
+#endif  // OCTOP_RUNTIME_TASK_CADENCE_H_
