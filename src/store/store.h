@@ -22,10 +22,12 @@
 #define OCTOP_STORE_STORE_H_
 
 #include <chrono>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -168,6 +170,40 @@ class Listener {
   virtual Result<std::vector<Notification>> Wait(std::chrono::milliseconds timeout, std::stop_token stop) = 0;
 };
 
+// ---- Schema introspection (migrations, doctor, conformance tests) ------------------------------------------------
+
+// Every backend applies these migrations, in this order; SchemaVersion() counts the applied ones. The first three are
+// Backstage's knex migrations, recorded under these names in backstage_backend_tasks__knex_migrations (so a database
+// migrated by a Backstage backend is recognised, and the other way round); the rest are octop's, recorded in
+// octop_migrations.
+inline constexpr std::string_view kMigrationNames[] = {
+    "20210928160613_init.js",               // backstage_backend_tasks__tasks, next_run_start_at NOT NULL
+    "20240712211735_nullable_next_run.js",  // next_run_start_at becomes nullable (manual tasks)
+    "20250411000000_last_run.js",           // + last_run_error_json, last_run_ended_at
+    "octop_0001_jobs",                      // octop_jobs and its indexes
+    "octop_0002_config",                    // octop_config
+};
+inline constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrationNames));
+
+// One column of a table, as the database's catalog reports it. `type` is the backend's own spelling of the declared
+// type (SQLite: as declared, standard names upper-cased, e.g. "varchar(255)", "TEXT"; PostgreSQL: format_type(),
+// e.g. "character varying(255)").
+struct ColumnInfo {
+  std::string name;
+  std::string type;
+  bool not_null = false;
+  bool primary_key = false;
+  friend bool operator==(const ColumnInfo&, const ColumnInfo&) = default;
+};
+
+// One index of a table (primary-key indexes included where the catalog lists them).
+struct IndexInfo {
+  std::string name;
+  std::vector<std::string> columns;  // in index order; expression parts are left out
+  bool unique = false;
+  bool partial = false;  // has a WHERE clause
+};
+
 // ---- The interface ------------------------------------------------------------------------------------------------
 
 struct StoreOptions {
@@ -192,6 +228,26 @@ class Store {
   virtual Status Migrate() = 0;
   // The number of migrations applied to this namespace.
   virtual Result<int> SchemaVersion() = 0;
+  // Applies pending migrations up to `version` (1..kLatestSchemaVersion) and no further; never goes down. For upgrade
+  // tests (a namespace created at an old version, filled, then migrated) and for staged roll-outs.
+  virtual Status MigrateTo(int version) {
+    (void)version;
+    return FailedPreconditionError("MigrateTo is not supported by this backend");
+  }
+  // The names (kMigrationNames) of the applied migrations, in order.
+  virtual Result<std::vector<std::string>> AppliedMigrations() {
+    return FailedPreconditionError("AppliedMigrations is not supported by this backend");
+  }
+  // The columns of `table` in this namespace, in table order; empty when the table does not exist.
+  virtual Result<std::vector<ColumnInfo>> DescribeTable(std::string_view table) {
+    (void)table;
+    return FailedPreconditionError("DescribeTable is not supported by this backend");
+  }
+  // The indexes of `table` in this namespace, sorted by name; empty when the table does not exist.
+  virtual Result<std::vector<IndexInfo>> DescribeIndexes(std::string_view table) {
+    (void)table;
+    return FailedPreconditionError("DescribeIndexes is not supported by this backend");
+  }
   virtual Result<WallTime> DatabaseNow() = 0;
 
   virtual Status UpsertTask(const UpsertTaskParams& params) = 0;

@@ -1,1 +1,827 @@
-// Being written.
+// SqliteStore: the embedded backend of Store (see store/store.h for the contract and docs/store.md for the
+// SQL).
+//
+// Structure: a small pool of sqlite3 connections per Store (one for ":memory:", whose database lives and dies
+// with its only connection), each with its own cache of prepared statements; every operation leases one
+// connection for its duration. SQLite allows one writer at a time: claims and the other writes are single
+// statements (atomic on their own), migrations run inside BEGIN IMMEDIATE, and lock waits are bounded by the
+// busy timeout. Errors inside are SqliteFailure exceptions, turned into a Status at each public method.
+#include "store/sqlite/sqlite_store.h"
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <octop/task_settings.h>
+
+#include "sqlite_queries.h"
+#include "store/sqlite/sqlite_time.h"
+
+namespace octop::store {
+
+namespace {
+
+namespace sql = ::octop::store::sqlite::sql;
+using sqlite::FormatTime;
+using sqlite::OffsetModifier;
+using sqlite::ParseTime;
+
+// ---- Errors
+// -------------------------------------------------------------------------------------------------------
+
+class SqliteFailure : public std::exception {
+ public:
+  explicit SqliteFailure(Status status) : status_(std::move(status)) {}
+  const char* what() const noexcept override { return status_.message().c_str(); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+[[noreturn]] void Fail(Status status) { throw SqliteFailure(std::move(status)); }
+
+[[noreturn]] void FailSqlite(sqlite3* db, int rc, std::string_view context) {
+  const std::string detail =
+      std::string(context) + ": " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  switch (rc & 0xFF) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      Fail(UnavailableError("SQLite database is locked (busy timeout passed), " + detail));
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_PROTOCOL:
+    case SQLITE_READONLY:
+      Fail(UnavailableError("SQLite " + detail));
+    case SQLITE_CONSTRAINT:
+      Fail(InvalidArgumentError("SQLite constraint failed, " + detail));
+    default:
+      Fail(InternalError("SQLite " + detail));
+  }
+}
+
+// ---- Connections and statements
+// -----------------------------------------------------------------------------------
+
+// One sqlite3 connection and its prepared statements. Used by one thread at a time (the pool guarantees it).
+class Connection {
+ public:
+  explicit Connection(sqlite3* db) : db_(db) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() {
+    for (auto& [text, stmt] : cache_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db_);
+  }
+
+  sqlite3* db() const { return db_; }
+
+  // The statements are the embedded constants, so their address identifies them.
+  sqlite3_stmt* Prepare(std::string_view text) {
+    if (auto it = cache_.find(text.data()); it != cache_.end()) return it->second;
+    sqlite3_stmt* stmt = nullptr;
+    const int rc = sqlite3_prepare_v3(db_, text.data(), static_cast<int>(text.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) FailSqlite(db_, rc, "preparing a statement");
+    cache_.emplace(text.data(), stmt);
+    return stmt;
+  }
+
+  // Runs a constant script of one or more statements (migrations, pragmas, transaction control).
+  void Exec(std::string_view script) {
+    const std::string text(script);
+    char* error = nullptr;
+    const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &error);
+    if (rc != SQLITE_OK) {
+      const std::string message = error != nullptr ? error : sqlite3_errstr(rc);
+      sqlite3_free(error);
+      FailSqlite(nullptr, rc, message);
+    }
+  }
+
+ private:
+  sqlite3* db_;
+  std::unordered_map<const char*, sqlite3_stmt*> cache_;
+};
+
+// One use of a cached statement: bind by name, step, read columns; reset and unbound when it goes out of
+// scope.
+class Stmt {
+ public:
+  Stmt(Connection& conn, std::string_view text) : conn_(conn), stmt_(conn.Prepare(text)) {}
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  ~Stmt() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  Stmt& Bind(const char* name, std::string_view value) {
+    Check(sqlite3_bind_text64(stmt_, Index(name), value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+    return *this;
+  }
+  Stmt& BindOpt(const char* name, const std::optional<std::string>& value) {
+    if (!value) return BindNull(name);
+    return Bind(name, std::string_view(*value));
+  }
+  Stmt& Bind(const char* name, std::int64_t value) {
+    Check(sqlite3_bind_int64(stmt_, Index(name), value));
+    return *this;
+  }
+  Stmt& BindNull(const char* name) {
+    Check(sqlite3_bind_null(stmt_, Index(name)));
+    return *this;
+  }
+
+  // true: a row is available; false: done.
+  bool Step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    FailSqlite(conn_.db(), rc, "running a statement");
+  }
+  void Run() {
+    while (Step()) {
+    }
+  }
+  int Changes() const { return sqlite3_changes(conn_.db()); }
+
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) const {
+    const auto* p = sqlite3_column_text(stmt_, col);
+    if (p == nullptr) return {};
+    return std::string(reinterpret_cast<const char*>(p),
+                       static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  std::optional<std::string> OptText(int col) const {
+    if (IsNull(col)) return std::nullopt;
+    return Text(col);
+  }
+  std::int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+  // A datetime column: text in any form ParseTime reads, or a number of milliseconds since the epoch (what a
+  // JavaScript Date bound by knex turns into).
+  std::optional<WallTime> Time(int col) const {
+    switch (sqlite3_column_type(stmt_, col)) {
+      case SQLITE_NULL:
+        return std::nullopt;
+      case SQLITE_INTEGER:
+      case SQLITE_FLOAT:
+        return WallTime{} + std::chrono::milliseconds(sqlite3_column_int64(stmt_, col));
+      default:
+        break;
+    }
+    const std::string text = Text(col);
+    if (auto t = ParseTime(text)) return t;
+    Fail(InternalError(std::string("unreadable datetime '") + text + "' in column " +
+                       sqlite3_column_name(stmt_, col)));
+  }
+
+ private:
+  int Index(const char* name) const {
+    const int index = sqlite3_bind_parameter_index(stmt_, name);
+    if (index == 0) Fail(InternalError(std::string("SQL statement has no parameter ") + name));
+    return index;
+  }
+  void Check(int rc) const {
+    if (rc != SQLITE_OK) FailSqlite(conn_.db(), rc, "binding a parameter");
+  }
+
+  Connection& conn_;
+  sqlite3_stmt* stmt_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back when left without Commit() (an exception).
+class ImmediateTransaction {
+ public:
+  explicit ImmediateTransaction(Connection& conn) : conn_(conn) { conn_.Exec(sql::kBeginImmediate); }
+  ImmediateTransaction(const ImmediateTransaction&) = delete;
+  ImmediateTransaction& operator=(const ImmediateTransaction&) = delete;
+  ~ImmediateTransaction() {
+    if (!done_) sqlite3_exec(conn_.db(), std::string(sql::kRollback).c_str(), nullptr, nullptr, nullptr);
+  }
+  void Commit() {
+    conn_.Exec(sql::kCommit);
+    done_ = true;
+  }
+
+ private:
+  Connection& conn_;
+  bool done_ = false;
+};
+
+// Up to `max_size` connections to one database, opened on demand and reused.
+class ConnectionPool {
+ public:
+  ConnectionPool(std::string path, bool in_memory, int max_size, std::chrono::milliseconds busy_timeout)
+      : path_(std::move(path)), in_memory_(in_memory), max_size_(max_size), busy_timeout_(busy_timeout) {}
+
+  class Lease {
+   public:
+    Lease(ConnectionPool& pool, std::unique_ptr<Connection> conn) : pool_(pool), conn_(std::move(conn)) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { pool_.Return(std::move(conn_)); }
+    Connection& operator*() const { return *conn_; }
+
+   private:
+    ConnectionPool& pool_;
+    std::unique_ptr<Connection> conn_;
+  };
+
+  Lease Acquire() {
+    std::unique_lock lock(mu_);
+    available_.wait(lock, [&] { return !idle_.empty() || open_ < max_size_; });
+    if (!idle_.empty()) {
+      std::unique_ptr<Connection> conn = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(*this, std::move(conn));
+    }
+    ++open_;
+    lock.unlock();
+    try {
+      return Lease(*this, OpenConnection());
+    } catch (...) {
+      lock.lock();
+      --open_;
+      available_.notify_one();
+      throw;
+    }
+  }
+
+ private:
+  void Return(std::unique_ptr<Connection> conn) {
+    std::lock_guard lock(mu_);
+    idle_.push_back(std::move(conn));
+    available_.notify_one();
+  }
+
+  std::unique_ptr<Connection> OpenConnection() {
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(path_.c_str(), &db,
+                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      const std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+      sqlite3_close_v2(db);
+      Fail(UnavailableError("cannot open SQLite database '" + path_ + "': " + message));
+    }
+    auto conn = std::make_unique<Connection>(db);
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, static_cast<int>(busy_timeout_.count()));
+    if (!in_memory_) EnableWal(*conn);
+    conn->Exec(sql::kConfigureConnection);
+    return conn;
+  }
+
+  // Switching a new file to WAL needs an exclusive lock; when several processes open it at once the switch
+  // can report SQLITE_BUSY without consulting the busy handler, so it is retried until the busy timeout.
+  void EnableWal(Connection& conn) {
+    const auto deadline = std::chrono::steady_clock::now() + busy_timeout_;
+    for (auto pause = std::chrono::milliseconds(1);;
+         pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+      try {
+        conn.Exec(sql::kEnableWal);
+        return;
+      } catch (const SqliteFailure& e) {
+        if (e.status().code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline)
+          throw;
+      }
+      std::this_thread::sleep_for(pause);
+    }
+  }
+
+  const std::string path_;
+  const bool in_memory_;
+  const int max_size_;
+  const std::chrono::milliseconds busy_timeout_;
+  std::mutex mu_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<Connection>> idle_;  // guarded by mu_
+  int open_ = 0;                                   // guarded by mu_
+};
+
+// ---- Notifications: an in-process broker per database file
+// --------------------------------------------------------
+
+struct Subscription {
+  std::vector<std::string> channels;
+  std::mutex mu;
+  std::condition_variable_any arrived;
+  std::deque<Notification> pending;  // guarded by mu
+};
+
+// Every Store of this process on one database file shares a Hub, so a trigger through one Store wakes
+// listeners of all of them. There is no cross-process delivery: other processes fall back to polling.
+class Hub {
+ public:
+  void Publish(std::string_view channel, std::string_view payload) {
+    std::lock_guard lock(mu_);
+    for (const auto& weak : subscriptions_) {
+      auto sub = weak.lock();
+      if (!sub || std::find(sub->channels.begin(), sub->channels.end(), channel) == sub->channels.end())
+        continue;
+      {
+        std::lock_guard sub_lock(sub->mu);
+        sub->pending.push_back({std::string(channel), std::string(payload)});
+      }
+      sub->arrived.notify_all();
+    }
+  }
+
+  std::shared_ptr<Subscription> Subscribe(std::vector<std::string> channels) {
+    auto sub = std::make_shared<Subscription>();
+    sub->channels = std::move(channels);
+    std::lock_guard lock(mu_);
+    std::erase_if(subscriptions_, [](const auto& weak) { return weak.expired(); });
+    subscriptions_.push_back(sub);
+    return sub;
+  }
+
+  // The hub of the database `key` (a canonical file path, or a per-store key for ":memory:").
+  static std::shared_ptr<Hub> For(const std::string& key) {
+    static std::mutex* mu = new std::mutex;  // never destroyed: stores may outlive static destruction order
+    static auto* hubs = new std::map<std::string, std::weak_ptr<Hub>>;
+    std::lock_guard lock(*mu);
+    std::erase_if(*hubs, [](const auto& entry) { return entry.second.expired(); });
+    auto& slot = (*hubs)[key];
+    auto hub = slot.lock();
+    if (!hub) {
+      hub = std::make_shared<Hub>();
+      slot = hub;
+    }
+    return hub;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::weak_ptr<Subscription>> subscriptions_;  // guarded by mu_
+};
+
+class SqliteListener final : public Listener {
+ public:
+  SqliteListener(std::shared_ptr<Hub> hub, std::shared_ptr<Subscription> sub)
+      : hub_(std::move(hub)), sub_(std::move(sub)) {}
+
+  Result<std::vector<Notification>> Wait(std::chrono::milliseconds timeout, std::stop_token stop) override {
+    std::unique_lock lock(sub_->mu);
+    sub_->arrived.wait_for(lock, stop, timeout, [&] { return !sub_->pending.empty(); });
+    std::vector<Notification> out(std::make_move_iterator(sub_->pending.begin()),
+                                  std::make_move_iterator(sub_->pending.end()));
+    sub_->pending.clear();
+    return out;
+  }
+
+ private:
+  std::shared_ptr<Hub> hub_;  // keeps the hub (and so the registration) alive as long as the listener
+  std::shared_ptr<Subscription> sub_;
+};
+
+// ---- Migrations
+// ---------------------------------------------------------------------------------------------------
+
+struct Migration {
+  std::string_view script;
+  bool knex;  // recorded in knex's table (Backstage's own migrations) rather than octop_migrations
+};
+constexpr std::array<Migration, kLatestSchemaVersion> kMigrations = {{
+    {sql::kMigration1Init, true},
+    {sql::kMigration2NullableNextRun, true},
+    {sql::kMigration3LastRun, true},
+    {sql::kMigration4Jobs, false},
+    {sql::kMigration5Config, false},
+}};
+
+// Which of kMigrationNames are recorded as applied.
+std::array<bool, kLatestSchemaVersion> ReadApplied(Connection& conn) {
+  std::array<bool, kLatestSchemaVersion> applied{};
+  bool has_knex = false;
+  bool has_octop = false;
+  {
+    Stmt tables(conn, sql::kBookkeepingTables);
+    while (tables.Step()) {
+      const std::string name = tables.Text(0);
+      has_knex = has_knex || name == "backstage_backend_tasks__knex_migrations";
+      has_octop = has_octop || name == "octop_migrations";
+    }
+  }
+  if (has_knex) {
+    Stmt knex(conn, sql::kListKnexMigrations);
+    while (knex.Step()) {
+      const std::string name = knex.Text(0);
+      for (std::size_t i = 0; i < kMigrations.size(); ++i) {
+        if (kMigrations[i].knex && kMigrationNames[i] == name) applied[i] = true;
+      }
+    }
+  }
+  if (has_octop) {
+    Stmt octop(conn, sql::kListOctopMigrations);
+    while (octop.Step()) {
+      const std::int64_t version = octop.Int(0);
+      if (version >= 1 && version <= kLatestSchemaVersion &&
+          !kMigrations[static_cast<std::size_t>(version - 1)].knex) {
+        applied[static_cast<std::size_t>(version - 1)] = true;
+      }
+    }
+  }
+  return applied;
+}
+
+// ---- Helpers for task operations
+// ----------------------------------------------------------------------------------
+
+// A JSON array of ids for `IN (SELECT value FROM json_each(:ids))`. Ids that are not valid UTF-8 cannot be
+// stored (writes validate them), so they are left out rather than mangled into something that might match
+// another id.
+std::string IdsJson(const std::vector<std::string>& ids) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const std::string& id : ids) {
+    try {
+      (void)nlohmann::json(id).dump();
+      array.push_back(id);
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return array.dump();
+}
+
+TaskRow ReadTaskRow(const Stmt& row) {
+  TaskRow task;
+  task.id = row.Text(0);
+  task.settings_json = row.Text(1);
+  task.next_run_start_at = row.Time(2);
+  task.current_run_ticket = row.OptText(3);
+  task.current_run_started_at = row.Time(4);
+  task.current_run_expires_at = row.Time(5);
+  task.last_run_error_json = row.OptText(6);
+  task.last_run_ended_at = row.Time(7);
+  return task;
+}
+
+Status NoSuchTask(const std::string& id) { return NotFoundError("Task " + id + " does not exist"); }
+
+// ---- The store
+// ----------------------------------------------------------------------------------------------------
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::string path, bool in_memory, const std::string& hub_key, const StoreOptions& options)
+      : clock_(options.clock != nullptr ? options.clock : &Clock::Real()),
+        pool_(std::move(path), in_memory, in_memory ? 1 : std::max(1, options.pool_size),
+              options.busy_timeout),
+        hub_(Hub::For(hub_key)) {}
+
+  // Opens the first connection, so that an unusable file is reported by OpenSqliteStore.
+  Status Connect() {
+    return Guard([&](Connection&) { return Status::Ok(); });
+  }
+
+  std::string_view backend() const override { return "sqlite"; }
+
+  Status Migrate() override { return MigrateTo(kLatestSchemaVersion); }
+
+  Status MigrateTo(int version) override {
+    if (version < 1 || version > kLatestSchemaVersion) {
+      return InvalidArgumentError("schema version " + std::to_string(version) + " is not between 1 and " +
+                                  std::to_string(kLatestSchemaVersion));
+    }
+    return Guard([&](Connection& conn) {
+      // One writer at a time: a concurrent Migrate() (another Store or process) waits here, then finds the
+      // work done and records nothing twice.
+      ImmediateTransaction tx(conn);
+      conn.Exec(sql::kCreateBookkeeping);
+      const auto applied = ReadApplied(conn);
+      const std::string now = Now(conn);
+      std::optional<std::int64_t> batch;
+      for (std::size_t i = 0; i < static_cast<std::size_t>(version); ++i) {
+        if (applied[i]) continue;
+        conn.Exec(kMigrations[i].script);
+        if (kMigrations[i].knex) {
+          if (!batch) {
+            Stmt next(conn, sql::kNextKnexBatch);
+            batch = next.Step() ? next.Int(0) : 1;
+          }
+          Stmt(conn, sql::kRecordKnexMigration)
+              .Bind(":name", kMigrationNames[i])
+              .Bind(":batch", *batch)
+              .Bind(":now", now)
+              .Run();
+        } else {
+          Stmt(conn, sql::kRecordOctopMigration)
+              .Bind(":version", static_cast<std::int64_t>(i + 1))
+              .Bind(":name", kMigrationNames[i])
+              .Bind(":now", now)
+              .Run();
+        }
+      }
+      tx.Commit();
+      return Status::Ok();
+    });
+  }
+
+  Result<int> SchemaVersion() override {
+    return Guard([&](Connection& conn) -> Result<int> {
+      const auto applied = ReadApplied(conn);
+      return static_cast<int>(std::count(applied.begin(), applied.end(), true));
+    });
+  }
+
+  Result<std::vector<std::string>> AppliedMigrations() override {
+    return Guard([&](Connection& conn) -> Result<std::vector<std::string>> {
+      const auto applied = ReadApplied(conn);
+      std::vector<std::string> names;
+      for (std::size_t i = 0; i < applied.size(); ++i) {
+        if (applied[i]) names.emplace_back(kMigrationNames[i]);
+      }
+      return names;
+    });
+  }
+
+  Result<std::vector<ColumnInfo>> DescribeTable(std::string_view table) override {
+    return Guard([&](Connection& conn) -> Result<std::vector<ColumnInfo>> {
+      std::vector<ColumnInfo> columns;
+      Stmt row(conn, sql::kDescribeTable);
+      row.Bind(":table", table);
+      while (row.Step()) columns.push_back({row.Text(0), row.Text(1), row.Int(2) != 0, row.Int(3) != 0});
+      return columns;
+    });
+  }
+
+  Result<std::vector<IndexInfo>> DescribeIndexes(std::string_view table) override {
+    return Guard([&](Connection& conn) -> Result<std::vector<IndexInfo>> {
+      std::vector<IndexInfo> indexes;
+      {
+        Stmt row(conn, sql::kListIndexes);
+        row.Bind(":table", table);
+        while (row.Step()) indexes.push_back({row.Text(0), {}, row.Int(1) != 0, row.Int(2) != 0});
+      }
+      for (IndexInfo& index : indexes) {
+        Stmt column(conn, sql::kIndexColumns);
+        column.Bind(":index", index.name);
+        while (column.Step()) {
+          if (!column.IsNull(0)) index.columns.push_back(column.Text(0));
+        }
+      }
+      return indexes;
+    });
+  }
+
+  Result<WallTime> DatabaseNow() override {
+    return Guard([&](Connection& conn) -> Result<WallTime> { return ParseNow(Now(conn)); });
+  }
+
+  Status UpsertTask(const UpsertTaskParams& params) override {
+    OCTOP_RETURN_IF_ERROR(ValidateTaskId(params.id));
+    if (auto settings = TaskSettingsV2::FromJson(params.settings_json); !settings.ok()) {
+      return InvalidArgumentError("Invalid settings for task " + params.id + ": " +
+                                  settings.status().message());
+    }
+    if (std::holds_alternative<FixedRateAfter>(params.start_at) ||
+        std::holds_alternative<FixedRateAfter>(params.next_start_at)) {
+      return InvalidArgumentError("FixedRateAfter is only meaningful when releasing a task");
+    }
+    return Guard([&](Connection& conn) {
+      const std::string now = Now(conn);
+      Stmt(conn, sql::kUpsertTask)
+          .Bind(":id", params.id)
+          .Bind(":settings_json", params.settings_json)
+          .BindOpt(":start_at", Resolve(conn, params.start_at, now))
+          .BindOpt(":next_start_at", Resolve(conn, params.next_start_at, now))
+          .Run();
+      return Status::Ok();
+    });
+  }
+
+  Result<PollTasksResult> PollTasks(const PollTasksParams& params) override {
+    return Guard([&](Connection& conn) -> Result<PollTasksResult> {
+      const std::string now = Now(conn);
+      PollTasksResult result;
+      result.db_now = ParseNow(now);
+      if (params.ids.empty()) return result;
+      Stmt row(conn, sql::kPollTasks);
+      row.Bind(":now", now).Bind(":ids", IdsJson(params.ids));
+      while (row.Step()) {
+        PolledTask task;
+        task.id = row.Text(0);
+        task.settings_json = row.Text(1);
+        task.next_run_start_at = row.Time(2);
+        task.current_run_expires_at = row.Time(3);
+        task.running = row.Int(4) != 0;
+        task.ready = row.Int(5) != 0;
+        result.tasks.push_back(std::move(task));
+      }
+      return result;
+    });
+  }
+
+  Result<std::optional<ClaimedRun>> TryClaimTask(const ClaimTaskParams& params) override {
+    if (params.ticket.empty()) return InvalidArgumentError("a claim needs a non-empty ticket");
+    return Guard([&](Connection& conn) -> Result<std::optional<ClaimedRun>> {
+      const std::string now = Now(conn);
+      Stmt row(conn, sql::kClaimTask);
+      row.Bind(":id", params.id).Bind(":ticket", params.ticket).Bind(":now", now);
+      if (params.timeout) {
+        row.Bind(":timeout", OffsetModifier(*params.timeout));
+      } else {
+        row.BindNull(":timeout");
+      }
+      std::optional<ClaimedRun> claimed;
+      while (row.Step()) claimed = ClaimedRun{row.Time(0).value_or(WallTime{}), row.Time(1)};
+      return claimed;
+    });
+  }
+
+  Result<bool> CheckTaskTicket(const CheckTaskTicketParams& params) override {
+    return Guard([&](Connection& conn) -> Result<bool> {
+      Stmt row(conn, sql::kCheckTaskTicket);
+      row.Bind(":id", params.id).Bind(":ticket", params.ticket);
+      return row.Step();
+    });
+  }
+
+  Result<bool> TryReleaseTask(const ReleaseTaskParams& params) override {
+    return Guard([&](Connection& conn) -> Result<bool> {
+      const std::string now = Now(conn);
+      Stmt row(conn, sql::kReleaseTask);
+      row.Bind(":id", params.id)
+          .Bind(":ticket", params.ticket)
+          .Bind(":now", now)
+          .BindOpt(":error_json", params.error_json);
+      if (const auto* rate = std::get_if<FixedRateAfter>(&params.next_run)) {
+        row.Bind(":period", OffsetModifier(rate->period)).BindNull(":next_at");
+      } else {
+        row.BindNull(":period").BindOpt(":next_at", Resolve(conn, params.next_run, now));
+      }
+      row.Run();
+      return row.Changes() == 1;
+    });
+  }
+
+  Status TriggerTask(const TriggerTaskParams& params) override {
+    Status status = Guard([&](Connection& conn) {
+      const std::string now = Now(conn);
+      Stmt update(conn, sql::kTriggerTask);
+      update.Bind(":id", params.id).Bind(":now", now).Run();
+      if (update.Changes() == 1) return Status::Ok();
+      if (!Exists(conn, params.id)) return NoSuchTask(params.id);
+      return ConflictError("Task " + params.id + " is currently running");
+    });
+    if (status.ok()) hub_->Publish(kTasksChannel, params.id);
+    return status;
+  }
+
+  Status CancelTask(const CancelTaskParams& params) override {
+    return Guard([&](Connection& conn) {
+      const std::string now = Now(conn);
+      Stmt update(conn, sql::kCancelTask);
+      update.Bind(":id", params.id).Bind(":now", now).Bind(":error_json", params.error_json).Run();
+      if (update.Changes() == 1) return Status::Ok();
+      if (!Exists(conn, params.id)) return NoSuchTask(params.id);
+      return ConflictError("Task " + params.id + " is not running");
+    });
+  }
+
+  Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams&) override {
+    return Guard([&](Connection& conn) -> Result<std::vector<std::string>> {
+      const std::string now = Now(conn);
+      std::vector<std::string> ids;
+      Stmt row(conn, sql::kSweepExpiredTaskRuns);
+      row.Bind(":now", now);
+      while (row.Step()) ids.push_back(row.Text(0));
+      std::sort(ids.begin(), ids.end());
+      return ids;
+    });
+  }
+
+  Result<std::vector<TaskRow>> ListTasks(const ListTasksParams& params) override {
+    return Guard([&](Connection& conn) -> Result<std::vector<TaskRow>> {
+      std::vector<TaskRow> tasks;
+      if (params.ids) {
+        if (params.ids->empty()) return tasks;
+        Stmt row(conn, sql::kListTasksByIds);
+        row.Bind(":ids", IdsJson(*params.ids));
+        while (row.Step()) tasks.push_back(ReadTaskRow(row));
+      } else {
+        Stmt row(conn, sql::kListAllTasks);
+        while (row.Step()) tasks.push_back(ReadTaskRow(row));
+      }
+      return tasks;
+    });
+  }
+
+  Status DeleteTask(const DeleteTaskParams& params) override {
+    return Guard([&](Connection& conn) {
+      Stmt del(conn, sql::kDeleteTask);
+      del.Bind(":id", params.id).Run();
+      return del.Changes() == 1 ? Status::Ok() : NoSuchTask(params.id);
+    });
+  }
+
+  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
+    if (channels.empty()) return InvalidArgumentError("Listen needs at least one channel");
+    return std::unique_ptr<Listener>(
+        std::make_unique<SqliteListener>(hub_, hub_->Subscribe(std::move(channels))));
+  }
+
+ private:
+  // Runs `fn` on a leased connection, turning failures into a Status.
+  template <typename Fn>
+  auto Guard(Fn&& fn) -> decltype(fn(std::declval<Connection&>())) {
+    try {
+      auto lease = pool_.Acquire();
+      return fn(*lease);
+    } catch (const SqliteFailure& e) {
+      return e.status();
+    } catch (const std::exception& e) {
+      return InternalError(std::string("SQLite backend: ") + e.what());
+    }
+  }
+
+  // The database's now as text: the test clock's override, or SQLite's own clock.
+  std::string Now(Connection& conn) const {
+    if (const auto now = clock_->DatabaseNowOverride()) return FormatTime(*now);
+    Stmt row(conn, sql::kDatabaseNow);
+    if (!row.Step()) Fail(InternalError("DatabaseNow returned no row"));
+    return row.Text(0);
+  }
+
+  static WallTime ParseNow(const std::string& now) {
+    const auto t = ParseTime(now);
+    if (!t) Fail(InternalError("unreadable database time '" + now + "'"));
+    return *t;
+  }
+
+  // A TimeSpec other than FixedRateAfter as the text to store (nullopt = NULL).
+  static std::optional<std::string> Resolve(Connection& conn, const TimeSpec& spec, const std::string& now) {
+    if (const auto* plus = std::get_if<DbNowPlus>(&spec)) {
+      if (plus->offset.count() == 0) return now;
+      Stmt row(conn, sql::kNowPlus);
+      row.BindNull(":at").Bind(":now", now).Bind(":offset", OffsetModifier(plus->offset));
+      if (!row.Step()) Fail(InternalError("NowPlus returned no row"));
+      return row.OptText(0);
+    }
+    if (const auto* at = std::get_if<AbsoluteTime>(&spec)) return FormatTime(at->at);
+    if (std::holds_alternative<FixedRateAfter>(spec)) {
+      Fail(InvalidArgumentError("FixedRateAfter is only meaningful when releasing a task"));
+    }
+    return std::nullopt;
+  }
+
+  static bool Exists(Connection& conn, const std::string& id) {
+    Stmt row(conn, sql::kTaskExists);
+    row.Bind(":id", id);
+    return row.Step();
+  }
+
+  const Clock* clock_;
+  ConnectionPool pool_;
+  std::shared_ptr<Hub> hub_;
+};
+
+// A namespace becomes a file name, so it is kept to characters that are safe in one.
+Status ValidateNamespace(const std::string& ns) {
+  const bool ok =
+      !ns.empty() && ns.size() <= 128 && ns.front() != '.' && std::all_of(ns.begin(), ns.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+               c == '-' || c == '.';
+      });
+  if (ok) return Status::Ok();
+  return InvalidArgumentError("namespace '" + ns +
+                              "' cannot name an SQLite file: use letters, digits, '_', '-', '.'");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& location, const StoreOptions& options) {
+  if (sqlite3_threadsafe() == 0) return InternalError("libsqlite3 was built without thread support");
+  std::unique_ptr<SqliteStore> store;
+  if (location == ":memory:") {
+    static std::atomic<std::uint64_t> next_memory_db{0};
+    store = std::make_unique<SqliteStore>(":memory:", true, "memory:" + std::to_string(next_memory_db++),
+                                          options);
+  } else {
+    OCTOP_RETURN_IF_ERROR(ValidateNamespace(options.ns));
+    std::error_code ec;
+    std::filesystem::create_directories(location, ec);
+    if (ec) return UnavailableError("cannot create SQLite directory '" + location + "': " + ec.message());
+    const std::filesystem::path file = std::filesystem::path(location) / (options.ns + ".sqlite");
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(file, ec);
+    if (ec) canonical = std::filesystem::absolute(file);
+    store = std::make_unique<SqliteStore>(file.string(), false, canonical.string(), options);
+  }
+  OCTOP_RETURN_IF_ERROR(store->Connect());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace octop::store

@@ -9,8 +9,8 @@
 
 namespace octop::store {
 
-// `location` is a directory (the namespace's file is <location>/<ns>.sqlite, the directory is created if missing)
-// or ":memory:" (a private in-memory database, shared by the store's connections).
+// `location` is a directory (the namespace's file is <location>/<ns>.sqlite, the directory is created if
+// missing) or ":memory:" (a private in-memory database, shared by the store's connections).
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& location, const StoreOptions& options);
 
 }  // namespace octop::store

@@ -1,0 +1,132 @@
+-- Migrations of the SQLite backend, applied in order by SqliteStore::MigrateTo inside one BEGIN IMMEDIATE
+-- transaction (SQLite DDL is transactional, so a failed or concurrent migration leaves nothing half-done).
+--
+-- The first three rebuild Backstage's knex migrations step by step and are recorded, under Backstage's file names, in
+-- knex's own bookkeeping table, so a database that a Backstage backend migrated is recognised and vice versa. The
+-- DDL matches what knex generates for SQLite (column names, declared types, nullability, primary key).
+
+-- name: BeginImmediate
+BEGIN IMMEDIATE;
+
+-- name: Commit
+COMMIT;
+
+-- name: Rollback
+ROLLBACK;
+
+-- name: CreateBookkeeping
+CREATE TABLE IF NOT EXISTS backstage_backend_tasks__knex_migrations (
+  id integer NOT NULL PRIMARY KEY AUTOINCREMENT,
+  name varchar(255),
+  batch integer,
+  migration_time datetime
+);
+CREATE TABLE IF NOT EXISTS backstage_backend_tasks__knex_migrations_lock (
+  "index" integer NOT NULL PRIMARY KEY AUTOINCREMENT,
+  is_locked integer
+);
+INSERT INTO backstage_backend_tasks__knex_migrations_lock (is_locked)
+  SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM backstage_backend_tasks__knex_migrations_lock);
+CREATE TABLE IF NOT EXISTS octop_migrations (
+  version integer NOT NULL PRIMARY KEY,
+  name text NOT NULL,
+  applied_at datetime NOT NULL
+);
+
+-- name: BookkeepingTables
+SELECT name FROM sqlite_master
+WHERE type = 'table' AND name IN ('backstage_backend_tasks__knex_migrations', 'octop_migrations');
+
+-- name: ListKnexMigrations
+SELECT name FROM backstage_backend_tasks__knex_migrations ORDER BY id;
+
+-- name: ListOctopMigrations
+SELECT version, name FROM octop_migrations ORDER BY version;
+
+-- name: NextKnexBatch
+SELECT coalesce(max(batch), 0) + 1 FROM backstage_backend_tasks__knex_migrations;
+
+-- name: RecordKnexMigration
+INSERT INTO backstage_backend_tasks__knex_migrations (name, batch, migration_time) VALUES (:name, :batch, :now);
+
+-- name: RecordOctopMigration
+INSERT INTO octop_migrations (version, name, applied_at) VALUES (:version, :name, :now);
+
+-- name: Migration1Init
+-- 20210928160613_init.js: next_run_start_at starts out NOT NULL.
+CREATE TABLE backstage_backend_tasks__tasks (
+  id varchar(255) NOT NULL,
+  settings_json text NOT NULL,
+  next_run_start_at datetime NOT NULL,
+  current_run_ticket text,
+  current_run_started_at datetime,
+  current_run_expires_at datetime,
+  PRIMARY KEY (id)
+);
+
+-- name: Migration2NullableNextRun
+-- 20240712211735_nullable_next_run.js: SQLite cannot ALTER a column's nullability, so (as knex does) the table is
+-- rebuilt with the same columns and the rows copied over.
+CREATE TABLE backstage_backend_tasks__tasks__octop_rebuild (
+  id varchar(255) NOT NULL,
+  settings_json text NOT NULL,
+  next_run_start_at datetime NULL,
+  current_run_ticket text,
+  current_run_started_at datetime,
+  current_run_expires_at datetime,
+  PRIMARY KEY (id)
+);
+INSERT INTO backstage_backend_tasks__tasks__octop_rebuild
+  (id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at, current_run_expires_at)
+  SELECT id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at, current_run_expires_at
+  FROM backstage_backend_tasks__tasks;
+DROP TABLE backstage_backend_tasks__tasks;
+ALTER TABLE backstage_backend_tasks__tasks__octop_rebuild RENAME TO backstage_backend_tasks__tasks;
+
+-- name: Migration3LastRun
+-- 20250411000000_last_run.js
+ALTER TABLE backstage_backend_tasks__tasks ADD COLUMN last_run_error_json text;
+ALTER TABLE backstage_backend_tasks__tasks ADD COLUMN last_run_ended_at datetime;
+
+-- name: Migration4Jobs
+-- octop_0001_jobs: the job queue (seed 003). Times are text like the tasks table ('YYYY-MM-DD HH:MM:SS.SSS', UTC).
+CREATE TABLE octop_jobs (
+  id text NOT NULL PRIMARY KEY,
+  queue text NOT NULL DEFAULT 'default',
+  kind text NOT NULL,
+  payload text NOT NULL CHECK (json_valid(payload)),
+  priority integer NOT NULL DEFAULT 0,
+  scheduled_at datetime NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+  status text NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'running', 'success', 'failed', 'frozen')),
+  attempt integer NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+  max_retries integer NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
+  attempt_token text,
+  last_error text CHECK (length(last_error) <= 1024),
+  created_at datetime NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+  started_at datetime,
+  completed_at datetime,
+  expires_at datetime,
+  unique_key text
+);
+CREATE UNIQUE INDEX octop_jobs_unique_key ON octop_jobs (unique_key)
+  WHERE status IN ('pending', 'running');
+CREATE INDEX octop_jobs_claim ON octop_jobs (status, queue, priority, scheduled_at)
+  WHERE status = 'pending';
+
+-- name: Migration5Config
+-- octop_0002_config: runtime settings read by the job queue without a restart.
+CREATE TABLE octop_config (
+  key text NOT NULL PRIMARY KEY,
+  value text NOT NULL CHECK (json_valid(value)),
+  updated_at datetime NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+
+-- name: DescribeTable
+SELECT name, type, "notnull", pk FROM pragma_table_info(:table) ORDER BY cid;
+
+-- name: ListIndexes
+SELECT name, "unique", partial FROM pragma_index_list(:table) ORDER BY name;
+
+-- name: IndexColumns
+SELECT name FROM pragma_index_info(:index) ORDER BY seqno;
