@@ -1,13 +1,19 @@
-// CronExpression: a parsed cron schedule with the semantics of the npm `cron` package's CronTime, which Backstage
-// uses -- 5 fields (minute hour day-of-month month day-of-week) or 6 (a leading seconds field), lists, ranges, steps,
-// month and day names (JAN, mon), '?', and the @-macros of that package (@yearly, @monthly, @weekly, @daily,
-// @hourly, @minutely, ...). Day-of-week 0 and 7 are both Sunday.
+// CronExpression: a parsed cron schedule with the semantics of the npm `cron` package's CronTime at
+// version 3.5.0 (what @backstage/backend-defaults' `cron: ^3.0.0` resolves to) -- 5 fields (minute hour
+// day-of-month month day-of-week) or 6 (a leading seconds field), lists, ranges, steps, month and day names
+// (JAN, mon), and the package's @-macros (@yearly @monthly @weekly @daily @hourly @minutely @secondly
+// @weekdays @weekends). Day-of-week 0 and 7 are both Sunday. Like that package, '?' is rejected; day-of-month
+// and day-of-week are OR-ed when both are restricted. docs/cron.md describes the dialect and every quirk that
+// is reproduced on purpose.
 //
-// Next() finds the next occurrence strictly after an instant, evaluated in an IANA time zone (default: the process's
-// local zone, as Backstage does), with that package's handling of DST gaps (skipped local times) and overlaps
-// (repeated local times). tools/cron-oracle checks Next() against the real package over random expressions.
+// Next() finds the next occurrence strictly after an instant, evaluated in an IANA time zone (default: the
+// process's local zone, as Backstage does), reproducing that package's search step by step, including its
+// handling of DST gaps (skipped local times) and overlaps (repeated local times) and its 8-year search
+// horizon. tools/cron-oracle checks Parse() and Next() against the real package over random expressions,
+// instants and zones.
 //
-// Thread-safety: an immutable value type.
+// Thread-safety: CronExpression is an immutable value type; copies share the parsed fields. Next() and
+// IsKnownTimeZone() may be called from any thread (the time-zone database is loaded once, behind a lock).
 #ifndef OCTOP_CRON_H_
 #define OCTOP_CRON_H_
 
@@ -22,15 +28,23 @@ namespace octop {
 
 class CronExpression {
  public:
-  // InvalidArgument naming the expression and the offending field otherwise.
+  // The package searches this many (calendar) years past the start instant before giving up.
+  static constexpr int kSearchHorizonYears = 8;
+
+  // InvalidArgument naming the expression and what is wrong with it (the package's own reason, e.g.
+  // `Invalid cron expression "61 * * * *": Field value (61) is out of range`) for anything CronTime rejects.
   static Result<CronExpression> Parse(std::string_view expression);
 
-  // The next occurrence strictly after `after`, in time zone `tz` ("" = local, else an IANA name such as
-  // "Europe/Paris"). InvalidArgument for an unknown zone; NotFound if there is none within the search horizon
-  // (e.g. 30 February).
+  // The next occurrence strictly after `after`, in time zone `tz` ("" = the process's local zone: the TZ
+  // environment variable if set, else /etc/localtime; otherwise an IANA name such as "Europe/Paris"). `after`
+  // is first truncated to whole milliseconds, as the package only sees a JavaScript Date. The result is
+  // always a whole second. InvalidArgument for an unknown zone; NotFound when there is no occurrence within
+  // kSearchHorizonYears (e.g. "0 0 30 2 *"); Internal for the package's own internal DST-search failures (it
+  // throws there too).
   Result<WallTime> Next(WallTime after, std::string_view tz = "") const;
 
   const std::string& text() const { return text_; }
+  // Whether the expression has a seconds field: six fields, or an @-macro (which the package expands to six).
   bool has_seconds() const;
 
   // Shared, immutable parsed fields; defined in cron.cc.
@@ -41,7 +55,9 @@ class CronExpression {
   std::shared_ptr<const Fields> fields_;
 };
 
-// Whether `tz` names a time zone this machine knows ("" = local is always known).
+// Whether `tz` names a time zone this machine knows ("" = local is always known). Exact IANA names and links
+// ("Europe/Paris", "UTC", "US/Eastern"); like luxon/Intl, a name differing only in letter case is accepted
+// too.
 bool IsKnownTimeZone(std::string_view tz);
 
 }  // namespace octop

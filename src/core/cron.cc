@@ -1,1 +1,914 @@
-// Being written.
+// CronExpression: a transcription of the npm `cron` package's CronTime (v3.5.0: _parse, _parseField,
+// getNextDateFrom and its DST helpers) over a small emulation of the luxon DateTime operations it relies on.
+//
+// The package's search is not a clean "next matching local time" function: it steps through local time with
+// luxon's set()/plus(), whose offset guessing decides what happens in DST gaps and overlaps, and it has a few
+// deliberate special cases (it returns the first instant after a skipped range that would have matched).
+// Re-deriving those rules differently would disagree with Backstage in edge cases, so this file mirrors the
+// package step by step and tools/cron-oracle checks it against the real thing.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <date/tz.h>
+
+#include <octop/cron.h>
+
+namespace octop {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fields.
+
+enum Unit { kSecond = 0, kMinute, kHour, kDayOfMonth, kMonth, kDayOfWeek, kUnitCount };
+
+constexpr std::array<std::string_view, kUnitCount> kUnitNames = {"second",     "minute", "hour",
+                                                                 "dayOfMonth", "month",  "dayOfWeek"};
+constexpr std::array<int64_t, kUnitCount> kLow = {0, 0, 0, 1, 1, 0};
+constexpr std::array<int64_t, kUnitCount> kHigh = {59, 59, 23, 31, 12, 7};
+// How many distinct values make a field "all": the package compares Object.keys(field).length with these.
+constexpr std::array<int, kUnitCount> kFullCount = {60, 60, 24, 31, 12, 7};
+
+}  // namespace
+
+struct CronExpression::Fields {
+  std::array<std::array<bool, 64>, kUnitCount> set{};
+  std::array<int, kUnitCount> count{};
+  bool has_seconds = false;
+
+  bool Has(Unit unit, int64_t value) const {
+    return value >= 0 && value < 64 && set[static_cast<size_t>(unit)][static_cast<size_t>(value)];
+  }
+  bool Full(Unit unit) const {
+    return count[static_cast<size_t>(unit)] == kFullCount[static_cast<size_t>(unit)];
+  }
+};
+
+namespace {
+
+using Fields = CronExpression::Fields;
+
+// Thrown inside Parse, caught at its edge; carries the package's error message.
+struct ParseFailure {
+  std::string reason;
+};
+
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kPresets = {{
+    {"@yearly", "0 0 0 1 1 *"},
+    {"@monthly", "0 0 0 1 * *"},
+    {"@weekly", "0 0 0 * * 0"},
+    {"@daily", "0 0 0 * * *"},
+    {"@hourly", "0 0 * * * *"},
+    {"@minutely", "0 * * * * *"},
+    {"@secondly", "* * * * * *"},
+    {"@weekdays", "0 0 0 * * 1-5"},
+    {"@weekends", "0 0 0 * * 0,6"},
+}};
+
+constexpr std::array<std::pair<std::string_view, int>, 19> kAliases = {{
+    {"jan", 1}, {"feb", 2}, {"mar", 3},  {"apr", 4},  {"may", 5},  {"jun", 6}, {"jul", 7},
+    {"aug", 8}, {"sep", 9}, {"oct", 10}, {"nov", 11}, {"dec", 12}, {"sun", 0}, {"mon", 1},
+    {"tue", 2}, {"wed", 3}, {"thu", 4},  {"fri", 5},  {"sat", 6},
+}};
+
+bool IsAsciiLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Length in bytes of the JavaScript whitespace character (what /\s/ and String.prototype.trim match) that
+// starts at s[i] in UTF-8, or 0.
+size_t JsWhitespaceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  const unsigned b0 = byte(0);
+  if (b0 == ' ' || (b0 >= 0x09 && b0 <= 0x0d)) return 1;
+  if (b0 == 0xc2 && byte(1) == 0xa0) return 2;                     // U+00A0
+  if (b0 == 0xe1 && byte(1) == 0x9a && byte(2) == 0x80) return 3;  // U+1680
+  if (b0 == 0xe2 && byte(1) == 0x80) {
+    const unsigned b2 = byte(2);
+    // U+2000..U+200A, U+2028, U+2029, U+202F
+    if ((b2 >= 0x80 && b2 <= 0x8a) || b2 == 0xa8 || b2 == 0xa9 || b2 == 0xaf) return 3;
+  }
+  if (b0 == 0xe2 && byte(1) == 0x81 && byte(2) == 0x9f) return 3;  // U+205F
+  if (b0 == 0xe3 && byte(1) == 0x80 && byte(2) == 0x80) return 3;  // U+3000
+  if (b0 == 0xef && byte(1) == 0xbb && byte(2) == 0xbf) return 3;  // U+FEFF
+  return 0;
+}
+
+// source.trim().split(/\s+/)
+std::vector<std::string> SplitOnJsWhitespace(std::string_view s) {
+  std::vector<std::string> parts;
+  std::string current;
+  bool pending_separator = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t ws = JsWhitespaceLength(s, i);
+    if (ws > 0) {
+      pending_separator = true;
+      i += ws;
+      continue;
+    }
+    if (pending_separator && !current.empty()) {
+      parts.push_back(std::move(current));
+      current.clear();
+    }
+    pending_separator = false;
+    current.push_back(s[i]);
+    ++i;
+  }
+  parts.push_back(std::move(current));  // "" for an empty or all-blank source, as split does
+  return parts;
+}
+
+std::vector<std::string_view> SplitOnComma(std::string_view s) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    if (comma == std::string_view::npos) {
+      parts.push_back(s.substr(start));
+      return parts;
+    }
+    parts.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
+// parseInt(digits, 10), saturated: every value the package compares is tiny, so "huge" is all that matters.
+int64_t ParseDigits(std::string_view digits) {
+  constexpr int64_t kSaturated = int64_t{1} << 60;
+  int64_t value = 0;
+  for (const char c : digits) {
+    value = std::min(kSaturated, value * 10 + (c - '0'));
+  }
+  return value;
+}
+
+struct RangeMatch {
+  std::string_view lower;
+  std::optional<std::string_view> upper;
+  std::optional<std::string_view> step;
+};
+
+// /^(\d+)(?:-(\d+))?(?:\/(\d+))?$/
+std::optional<RangeMatch> MatchRange(std::string_view s) {
+  size_t i = 0;
+  const auto digits = [&]() -> std::optional<std::string_view> {
+    const size_t begin = i;
+    while (i < s.size() && IsDigit(s[i])) ++i;
+    if (i == begin) return std::nullopt;
+    return s.substr(begin, i - begin);
+  };
+  RangeMatch m;
+  auto lower = digits();
+  if (!lower) return std::nullopt;
+  m.lower = *lower;
+  if (i < s.size() && s[i] == '-') {
+    ++i;
+    m.upper = digits();
+    if (!m.upper) return std::nullopt;
+  }
+  if (i < s.size() && s[i] == '/') {
+    ++i;
+    m.step = digits();
+    if (!m.step) return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  return m;
+}
+
+void ParseField(std::string_view original_value, Unit unit, Fields& fields) {
+  const auto u = static_cast<size_t>(unit);
+  const int64_t low = kLow[u];
+  const int64_t high = kHigh[u];
+  const std::string unit_name(kUnitNames[u]);
+
+  for (const std::string_view part : SplitOnComma(original_value)) {
+    const size_t wildcard = part.find('*');
+    if (wildcard != std::string_view::npos && wildcard != 0) {
+      throw ParseFailure{"Field (" + std::string(part) + ") has an invalid wildcard expression"};
+    }
+  }
+  std::string value;
+  for (const char c : original_value) {
+    if (c == '*') {
+      value += std::to_string(low) + "-" + std::to_string(high);
+    } else {
+      value.push_back(c);
+    }
+  }
+
+  auto& set = fields.set[u];
+  for (const std::string_view range : SplitOnComma(value)) {
+    const std::optional<RangeMatch> match = MatchRange(range);
+    if (!match) throw ParseFailure{"Field (" + unit_name + ") cannot be parsed"};
+    const int64_t lower = ParseDigits(match->lower);
+    const std::optional<int64_t> upper =
+        match->upper ? std::optional<int64_t>(ParseDigits(*match->upper)) : std::nullopt;
+    const int64_t step = match->step ? ParseDigits(*match->step) : 1;
+    if (step == 0) throw ParseFailure{"Field (" + unit_name + ") has a step of zero"};
+    if (upper && lower > *upper) throw ParseFailure{"Field (" + unit_name + ") has an invalid range"};
+    if (lower < low || (upper && *upper > high) || (!upper && lower > high)) {
+      throw ParseFailure{"Field value (" + value + ") is out of range"};
+    }
+    const int64_t last = upper ? *upper : (match->step ? high : lower);
+    int64_t pointer = lower;
+    do {
+      set[static_cast<size_t>(pointer)] = true;
+      pointer += step;
+    } while (pointer <= last);
+    if (unit == kDayOfWeek) {
+      if (!set[0] && set[7]) set[0] = true;
+      set[7] = false;
+    }
+  }
+  fields.count[u] = static_cast<int>(std::count(set.begin(), set.end(), true));
+}
+
+Fields ParseSource(std::string_view expression) {
+  // source.toLowerCase(): non-ASCII characters can never form an alias or a number, so lowering ASCII
+  // suffices.
+  std::string source(expression);
+  for (char& c : source) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  bool preset = false;
+  for (const auto& [name, expansion] : kPresets) {
+    if (source == name) {
+      source = std::string(expansion);
+      preset = true;
+      break;
+    }
+  }
+  // source.replace(/[a-z]{1,3}/gi, alias => ...): runs of letters are cut into 3-letter pieces from the left.
+  std::string replaced;
+  for (size_t i = 0; i < source.size();) {
+    if (!IsAsciiLetter(source[i])) {
+      replaced.push_back(source[i]);
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    while (n < 3 && i + n < source.size() && IsAsciiLetter(source[i + n])) ++n;
+    const std::string_view alias = std::string_view(source).substr(i, n);
+    const auto it =
+        std::find_if(kAliases.begin(), kAliases.end(), [&](const auto& a) { return a.first == alias; });
+    if (it == kAliases.end()) throw ParseFailure{"Unknown alias: " + std::string(alias)};
+    replaced += std::to_string(it->second);
+    i += n;
+  }
+
+  const std::vector<std::string> units = SplitOnJsWhitespace(replaced);
+  if (units.size() < kUnitCount - 1) throw ParseFailure{"Too few fields"};
+  if (units.size() > kUnitCount) throw ParseFailure{"Too many fields"};
+
+  Fields fields;
+  fields.has_seconds = preset || units.size() == kUnitCount;
+  const size_t skipped = kUnitCount - units.size();
+  for (size_t u = 0; u < kUnitCount; ++u) {
+    const std::string_view value = u < skipped ? std::string_view("0") : std::string_view(units[u - skipped]);
+    ParseField(value, static_cast<Unit>(u), fields);
+  }
+  return fields;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Calendar arithmetic on int64 milliseconds (what JavaScript's Date.UTC does, overflowing fields included).
+
+constexpr int64_t kMsPerSecond = 1000;
+constexpr int64_t kMsPerMinute = 60 * kMsPerSecond;
+constexpr int64_t kMsPerHour = 60 * kMsPerMinute;
+constexpr int64_t kMsPerDay = 24 * kMsPerHour;
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
+int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
+
+// Howard Hinnant's days_from_civil / civil_from_days, in int64.
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2 ? 1 : 0;
+  const int64_t era = FloorDiv(y, 400);
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+struct Civil {
+  int64_t year = 1970;
+  int64_t month = 1;
+  int64_t day = 1;
+  int64_t hour = 0;
+  int64_t minute = 0;
+  int64_t second = 0;
+  int64_t millisecond = 0;
+};
+
+Civil CivilFromLocalMs(int64_t local_ms) {
+  const int64_t days = FloorDiv(local_ms, kMsPerDay);
+  int64_t rem = local_ms - days * kMsPerDay;
+  const int64_t z = days + 719468;
+  const int64_t era = FloorDiv(z, 146097);
+  const int64_t doe = z - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  Civil c;
+  c.day = doy - (153 * mp + 2) / 5 + 1;
+  c.month = mp < 10 ? mp + 3 : mp - 9;
+  c.year = yoe + era * 400 + (c.month <= 2 ? 1 : 0);
+  c.hour = rem / kMsPerHour;
+  rem -= c.hour * kMsPerHour;
+  c.minute = rem / kMsPerMinute;
+  rem -= c.minute * kMsPerMinute;
+  c.second = rem / kMsPerSecond;
+  c.millisecond = rem - c.second * kMsPerSecond;
+  return c;
+}
+
+// Date.UTC(year, month - 1, day, hour, minute, second, millisecond) with JavaScript's overflow rules.
+int64_t LocalMsFromCivil(const Civil& c) {
+  const int64_t month0 = c.month - 1;
+  const int64_t year = c.year + FloorDiv(month0, 12);
+  const int64_t month = FloorMod(month0, 12) + 1;
+  const int64_t days = DaysFromCivil(year, month, 1) + c.day - 1;
+  return days * kMsPerDay + c.hour * kMsPerHour + c.minute * kMsPerMinute + c.second * kMsPerSecond +
+         c.millisecond;
+}
+
+bool IsLeapYear(int64_t y) { return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0); }
+
+// luxon's daysInMonth, which accepts an overflowing month.
+int64_t DaysInMonth(int64_t year, int64_t month) {
+  const int64_t mod_month = FloorMod(month - 1, 12) + 1;
+  const int64_t mod_year = year + (month - mod_month) / 12;
+  static constexpr std::array<int64_t, 12> kDays = {31, 0, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (mod_month == 2) return IsLeapYear(mod_year) ? 29 : 28;
+  return kDays[static_cast<size_t>(mod_month - 1)];
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Time zones: the howardhinnant database for explicit transitions, extended past the last one with the POSIX
+// TZ rule in the TZif footer (the library stops at the last transition in the file, which is 2037 with
+// Debian's data, while ICU -- and so Node -- keeps applying the rule).
+
+struct PosixRule {
+  struct Date {
+    char kind =
+        'M';  // 'J': Julian day 1..365 without Feb 29; 'N': zero-based day 0..365; 'M': month.week.day
+    int64_t a = 0, b = 0, c = 0;
+    int64_t time_s = 2 * 3600;
+  };
+  int64_t std_offset_s = 0;  // east of UTC
+  int64_t dst_offset_s = 0;
+  Date start, end;
+};
+
+class PosixParser {
+ public:
+  explicit PosixParser(std::string_view s) : s_(s) {}
+
+  std::optional<PosixRule> Parse() {
+    PosixRule rule;
+    if (!Name()) return std::nullopt;
+    auto std_off = Offset();
+    if (!std_off) return std::nullopt;
+    rule.std_offset_s = -*std_off;
+    if (AtEnd()) return std::nullopt;  // no DST: the library's last transition is the answer
+    if (!Name()) return std::nullopt;
+    rule.dst_offset_s = rule.std_offset_s + 3600;
+    if (!AtEnd() && Peek() != ',') {
+      auto dst_off = Offset();
+      if (!dst_off) return std::nullopt;
+      rule.dst_offset_s = -*dst_off;
+    }
+    if (AtEnd()) {
+      rule.start = {'M', 3, 2, 0, 2 * 3600};
+      rule.end = {'M', 11, 1, 0, 2 * 3600};
+      return rule;
+    }
+    if (!Eat(',') || !RuleDate(rule.start) || !Eat(',') || !RuleDate(rule.end) || !AtEnd())
+      return std::nullopt;
+    return rule;
+  }
+
+ private:
+  bool AtEnd() const { return i_ >= s_.size(); }
+  char Peek() const { return s_[i_]; }
+  bool Eat(char c) {
+    if (AtEnd() || Peek() != c) return false;
+    ++i_;
+    return true;
+  }
+  bool Name() {
+    if (Eat('<')) {
+      const size_t close = s_.find('>', i_);
+      if (close == std::string_view::npos) return false;
+      i_ = close + 1;
+      return true;
+    }
+    const size_t begin = i_;
+    while (!AtEnd() && IsAsciiLetter(Peek())) ++i_;
+    return i_ - begin >= 3;
+  }
+  std::optional<int64_t> Number() {
+    const size_t begin = i_;
+    int64_t v = 0;
+    while (!AtEnd() && IsDigit(Peek()) && i_ - begin < 4) v = v * 10 + (s_[i_++] - '0');
+    if (i_ == begin) return std::nullopt;
+    return v;
+  }
+  // [+-]hh[:mm[:ss]] in seconds, sign as written.
+  std::optional<int64_t> Offset() {
+    int64_t sign = 1;
+    if (Eat('-')) {
+      sign = -1;
+    } else {
+      Eat('+');
+    }
+    auto h = Number();
+    if (!h) return std::nullopt;
+    int64_t total = *h * 3600;
+    if (Eat(':')) {
+      auto m = Number();
+      if (!m) return std::nullopt;
+      total += *m * 60;
+      if (Eat(':')) {
+        auto sec = Number();
+        if (!sec) return std::nullopt;
+        total += *sec;
+      }
+    }
+    return sign * total;
+  }
+  bool RuleDate(PosixRule::Date& d) {
+    if (Eat('J')) {
+      d.kind = 'J';
+      auto n = Number();
+      if (!n) return false;
+      d.a = *n;
+    } else if (Eat('M')) {
+      d.kind = 'M';
+      auto m = Number();
+      if (!m || !Eat('.')) return false;
+      auto w = Number();
+      if (!w || !Eat('.')) return false;
+      auto wd = Number();
+      if (!wd) return false;
+      d.a = *m;
+      d.b = *w;
+      d.c = *wd;
+    } else {
+      d.kind = 'N';
+      auto n = Number();
+      if (!n) return false;
+      d.a = *n;
+    }
+    d.time_s = 2 * 3600;
+    if (Eat('/')) {
+      auto t = Offset();
+      if (!t) return false;
+      d.time_s = *t;
+    }
+    return true;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+// The local midnight (as days since the epoch) of a rule date in `year`.
+int64_t RuleDay(const PosixRule::Date& d, int64_t year) {
+  const int64_t jan1 = DaysFromCivil(year, 1, 1);
+  switch (d.kind) {
+    case 'J': {
+      int64_t day = jan1 + d.a - 1;
+      if (IsLeapYear(year) && d.a >= 60) ++day;
+      return day;
+    }
+    case 'N':
+      return jan1 + d.a;
+    default: {
+      const int64_t first = DaysFromCivil(year, d.a, 1);
+      const int64_t first_wd = FloorMod(first + 4, 7);  // 0 = Sunday
+      int64_t day = first + FloorMod(d.c - first_wd, 7) + (d.b - 1) * 7;
+      const int64_t month_end = first + DaysInMonth(year, d.a);
+      while (day >= month_end) day -= 7;
+      return day;
+    }
+  }
+}
+
+// Offset east of UTC, in seconds, at UTC second `t` according to the rule.
+int64_t PosixOffsetAt(const PosixRule& rule, int64_t t) {
+  const int64_t year = CivilFromLocalMs(t * kMsPerSecond).year;
+  int64_t best_time = INT64_MIN;
+  int64_t best_offset = rule.std_offset_s;
+  for (int64_t y = year - 1; y <= year + 1; ++y) {
+    // The start is given in standard time, the end in daylight time.
+    const int64_t start = RuleDay(rule.start, y) * 86400 + rule.start.time_s - rule.std_offset_s;
+    const int64_t end = RuleDay(rule.end, y) * 86400 + rule.end.time_s - rule.dst_offset_s;
+    if (start <= t && start > best_time) {
+      best_time = start;
+      best_offset = rule.dst_offset_s;
+    }
+    if (end <= t && end >= best_time) {
+      best_time = end;
+      best_offset = rule.std_offset_s;
+    }
+  }
+  return best_offset;
+}
+
+std::optional<PosixRule> ReadFooter(const std::string& zone_name) {
+  std::ifstream in("/usr/share/zoneinfo/" + zone_name, std::ios::binary);
+  if (!in) return std::nullopt;
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.size() < 6 || data.compare(0, 4, "TZif") != 0 || data[4] < '2' || data.back() != '\n') {
+    return std::nullopt;
+  }
+  const size_t begin = data.rfind('\n', data.size() - 2);
+  if (begin == std::string::npos) return std::nullopt;
+  return PosixParser(std::string_view(data).substr(begin + 1, data.size() - begin - 2)).Parse();
+}
+
+class Zone {
+ public:
+  // nullptr = UTC.
+  Zone(const date::time_zone* tz, std::shared_ptr<const PosixRule> footer)
+      : tz_(tz), footer_(std::move(footer)) {}
+
+  // luxon's zone.offset(ts) in milliseconds: the offset at the start of ts's second.
+  int64_t OffsetMs(int64_t ts_ms) const {
+    if (tz_ == nullptr) return 0;
+    const int64_t t = FloorDiv(ts_ms, kMsPerSecond);
+    const date::sys_info info = tz_->get_info(date::sys_seconds(std::chrono::seconds(t)));
+    // The library marks "no later transition" with an end in year 32767 (not sys_seconds::max()).
+    static const date::sys_seconds kOpenEnded = date::sys_days(date::year(9999) / 1 / 1);
+    if (footer_ != nullptr && info.end >= kOpenEnded) {
+      return PosixOffsetAt(*footer_, t) * kMsPerSecond;
+    }
+    return static_cast<int64_t>(info.offset.count()) * kMsPerSecond;
+  }
+
+ private:
+  const date::time_zone* tz_;
+  std::shared_ptr<const PosixRule> footer_;
+};
+
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Exact name first, then (like Intl) ignoring case. nullptr if unknown.
+const date::time_zone* FindZone(std::string_view name) {
+  try {
+    return date::locate_zone(name);
+  } catch (const std::exception&) {
+  }
+  try {
+    const std::string lower = AsciiLower(name);
+    for (const date::time_zone& z : date::get_tzdb().zones) {
+      if (AsciiLower(z.name()) == lower) return &z;
+    }
+  } catch (const std::exception&) {
+  }
+  return nullptr;
+}
+
+std::optional<Zone> ResolveZone(std::string_view name) {
+  const date::time_zone* tz = nullptr;
+  if (name.empty()) {
+    // The process's local zone, as Node picks it: TZ if set (unknown or empty = UTC), else /etc/localtime.
+    const char* env = std::getenv("TZ");
+    if (env != nullptr) {
+      std::string_view tz_env(env);
+      if (!tz_env.empty() && tz_env.front() == ':') tz_env.remove_prefix(1);
+      tz = tz_env.empty() ? nullptr : FindZone(tz_env);
+    } else {
+      try {
+        tz = date::current_zone();
+      } catch (const std::exception&) {
+        tz = nullptr;
+      }
+    }
+  } else {
+    tz = FindZone(name);
+    if (tz == nullptr) return std::nullopt;
+  }
+  if (tz == nullptr) return Zone(nullptr, nullptr);
+
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const PosixRule>, std::less<>> footers;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = footers.find(tz->name());
+  if (it == footers.end()) {
+    std::optional<PosixRule> rule = ReadFooter(tz->name());
+    it = footers.emplace(tz->name(), rule ? std::make_shared<const PosixRule>(*rule) : nullptr).first;
+  }
+  return Zone(tz, it->second);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The luxon DateTime operations CronTime uses. A luxon DateTime is an instant plus a zone; its offset is
+// always zone.offset(ts) and its calendar fields follow from both.
+
+struct Dt {
+  int64_t ts = 0;
+  int64_t o = 0;  // offset, ms
+  Civil c;
+};
+
+// Thrown where the package throws a CronError during the search.
+struct SearchFailure {
+  bool horizon = false;
+  std::string reason;
+};
+
+class Luxon {
+ public:
+  explicit Luxon(const Zone& zone) : zone_(zone) {}
+
+  Dt At(int64_t ts) const {
+    Dt dt;
+    dt.ts = ts;
+    dt.o = zone_.OffsetMs(ts);
+    dt.c = CivilFromLocalMs(ts + dt.o);
+    return dt;
+  }
+
+  // luxon's fixOffset: the instant for a local time, guessing the offset from `o` first.
+  int64_t FixOffset(int64_t local_ts, int64_t o) const {
+    int64_t utc_guess = local_ts - o;
+    const int64_t o2 = zone_.OffsetMs(utc_guess);
+    if (o == o2) return utc_guess;
+    utc_guess -= o2 - o;
+    const int64_t o3 = zone_.OffsetMs(utc_guess);
+    if (o2 == o3) return utc_guess;
+    // A gap: keep the local time, read with the smaller offset (so it lands after the gap).
+    return local_ts - std::min(o2, o3);
+  }
+
+  // dt.set({...}) with the given fields replaced; `day_set` says whether the day was among them.
+  Dt Set(const Dt& dt, const Civil& mixed_in, bool day_set) const {
+    Civil mixed = mixed_in;
+    if (!day_set) mixed.day = std::min(DaysInMonth(mixed.year, mixed.month), mixed.day);
+    return At(FixOffset(LocalMsFromCivil(mixed), dt.o));
+  }
+
+  // dt.plus({years, months, days}): calendar arithmetic, the day clamped to the target month first.
+  Dt PlusCalendar(const Dt& dt, int64_t years, int64_t months, int64_t days) const {
+    Civil c = dt.c;
+    c.year += years;
+    c.month += months;
+    c.day = std::min(dt.c.day, DaysInMonth(c.year, c.month)) + days;
+    return At(FixOffset(LocalMsFromCivil(c), dt.o));
+  }
+
+  // dt.plus({minutes/seconds}): plain instant arithmetic.
+  Dt PlusMs(const Dt& dt, int64_t ms) const { return At(dt.ts + ms); }
+
+ private:
+  const Zone& zone_;
+};
+
+int64_t WeekDay(const Civil& c) { return FloorMod(DaysFromCivil(c.year, c.month, c.day) + 4, 7); }
+
+// CronTime.getNextDateFrom, line by line.
+class Search {
+ public:
+  Search(const Fields& f, const Zone& zone) : f_(f), lx_(zone) {}
+
+  int64_t NextFrom(int64_t start_ms) {
+    const Dt start = lx_.At(start_ms);
+    Dt date = start;
+    const int64_t first_date = start.ts;
+    if (date.c.millisecond > 0) {
+      Civil c = date.c;
+      c.millisecond = 0;
+      c.second += 1;
+      date = lx_.Set(date, c, false);
+    }
+    // DateTime.now().plus({ years: 8 }); Backstage calls sendAt() at "now", so now is the start instant.
+    const Dt max_match = lx_.PlusCalendar(start, CronExpression::kSearchHorizonYears, 0, 0);
+
+    // The package has no such bound and loops forever on a few inputs (a restricted hour that falls in a DST
+    // gap at midnight, see docs/cron.md). A legitimate search takes at most a few thousand steps (one per day
+    // of the horizon, plus at most 24 + 60 + 60 within the matching day).
+    constexpr int kIterationLimit = 100'000;
+    for (int iteration = 0;; ++iteration) {
+      if (iteration > kIterationLimit) {
+        throw SearchFailure{false, "the search does not terminate (the npm cron package loops forever here)"};
+      }
+      const int64_t diff = date.ts - start.ts;
+      if (date.ts > max_match.ts) {
+        throw SearchFailure{true, "No execution date was found in the next 8 years"};
+      }
+      if (!f_.Has(kMonth, date.c.month) && !f_.Full(kMonth)) {
+        date = lx_.PlusCalendar(date, 0, 1, 0);
+        date = SetTime(date, 1, 0, 0, 0, std::nullopt);
+        if (StepToDay(date)) break;
+        continue;
+      }
+      const bool dom = f_.Has(kDayOfMonth, date.c.day);
+      const bool dow = f_.Has(kDayOfWeek, WeekDay(date.c));
+      if ((!dom && !f_.Full(kDayOfMonth) && !(dow && !f_.Full(kDayOfWeek))) ||
+          (!dow && !f_.Full(kDayOfWeek) && !(dom && !f_.Full(kDayOfMonth)))) {
+        date = lx_.PlusCalendar(date, 0, 0, 1);
+        date = SetTime(date, std::nullopt, 0, 0, 0, std::nullopt);
+        if (StepToDay(date)) break;
+        continue;
+      }
+      if (!f_.Has(kHour, date.c.hour) && !f_.Full(kHour)) {
+        const int64_t expected_hour = date.c.hour == 23 && diff > kMsPerDay ? 0 : date.c.hour + 1;
+        const int64_t expected_minute = date.c.minute;
+        date = SetTime(date, std::nullopt, expected_hour, std::nullopt, std::nullopt, std::nullopt);
+        date = SetTime(date, std::nullopt, std::nullopt, 0, 0, std::nullopt);
+        if (ForwardDstJump(expected_hour, expected_minute, date) && HandleJump(date)) break;
+        continue;
+      }
+      if (!f_.Has(kMinute, date.c.minute) && !f_.Full(kMinute)) {
+        const int64_t expected_minute = date.c.minute == 59 && diff > kMsPerHour ? 0 : date.c.minute + 1;
+        const int64_t expected_hour = date.c.hour + (expected_minute == 60 ? 1 : 0);
+        date = SetTime(date, std::nullopt, std::nullopt, expected_minute, std::nullopt, std::nullopt);
+        date = SetTime(date, std::nullopt, std::nullopt, std::nullopt, 0, std::nullopt);
+        if (ForwardDstJump(expected_hour, expected_minute, date) && HandleJump(date)) break;
+        continue;
+      }
+      if (!f_.Has(kSecond, date.c.second) && !f_.Full(kSecond)) {
+        const int64_t expected_second = date.c.second == 59 && diff > kMsPerMinute ? 0 : date.c.second + 1;
+        const int64_t expected_minute = date.c.minute + (expected_second == 60 ? 1 : 0);
+        const int64_t expected_hour = date.c.hour + (expected_minute == 60 ? 1 : 0);
+        date = SetTime(date, std::nullopt, std::nullopt, std::nullopt, expected_second, std::nullopt);
+        if (ForwardDstJump(expected_hour, expected_minute, date) && HandleJump(date)) break;
+        continue;
+      }
+      if (date.ts == first_date) {
+        const int64_t expected_second = date.c.second + 1;
+        const int64_t expected_minute = date.c.minute + (expected_second == 60 ? 1 : 0);
+        const int64_t expected_hour = date.c.hour + (expected_minute == 60 ? 1 : 0);
+        date = SetTime(date, std::nullopt, std::nullopt, std::nullopt, expected_second, std::nullopt);
+        if (ForwardDstJump(expected_hour, expected_minute, date) && HandleJump(date)) break;
+        continue;
+      }
+      break;
+    }
+    return date.ts;
+  }
+
+ private:
+  // dt.set({day?, hour?, minute?, second?, millisecond?}).
+  Dt SetTime(const Dt& dt, std::optional<int64_t> day, std::optional<int64_t> hour,
+             std::optional<int64_t> minute, std::optional<int64_t> second,
+             std::optional<int64_t> millisecond) const {
+    Civil c = dt.c;
+    if (day) c.day = *day;
+    if (hour) c.hour = *hour;
+    if (minute) c.minute = *minute;
+    if (second) c.second = *second;
+    if (millisecond) c.millisecond = *millisecond;
+    return lx_.Set(dt, c, day.has_value());
+  }
+
+  // After a month or day step set the time to midnight: midnight may not exist (a DST gap at 00:00).
+  bool StepToDay(Dt& date) { return ForwardDstJump(0, 0, date) && HandleJump(date); }
+
+  // `[isDone, newDate] = this._findPreviousDSTJump(date); date = newDate;` -- returns isDone.
+  bool HandleJump(Dt& date) {
+    auto [done, new_date] = FindPreviousDstJump(date);
+    date = new_date;
+    return done;
+  }
+
+  static bool ForwardDstJump(int64_t expected_hour, int64_t expected_minute, const Dt& actual) {
+    return FloorMod(expected_hour, 24) < actual.c.hour || FloorMod(expected_minute, 60) < actual.c.minute;
+  }
+
+  std::pair<bool, Dt> FindPreviousDstJump(const Dt& date) const {
+    constexpr int kLimit = 60 * 24;
+    Dt maybe = date;
+    int64_t expected_minute = 0;
+    int64_t expected_hour = 0;
+    int iteration = 0;
+    do {
+      if (++iteration > kLimit) {
+        throw SearchFailure{false, "the DST check assumes the input is within 24 hours of a DST jump"};
+      }
+      expected_minute = maybe.c.minute - 1;
+      expected_hour = maybe.c.hour;
+      if (expected_minute < 0) {
+        expected_minute += 60;
+        expected_hour = (expected_hour + 24 - 1) % 24;
+      }
+      maybe = lx_.PlusMs(maybe, -kMsPerMinute);
+    } while (expected_minute == maybe.c.minute && expected_hour == maybe.c.hour);
+
+    Dt after = lx_.PlusMs(maybe, kMsPerMinute);
+    after = SetTime(after, std::nullopt, std::nullopt, std::nullopt, 0, 0);
+    const Dt before = lx_.PlusMs(after, -kMsPerSecond);
+    if (f_.Has(kMonth, date.c.month) && f_.Has(kDayOfMonth, date.c.day) &&
+        f_.Has(kDayOfWeek, WeekDay(date.c))) {
+      return {CheckTimeInSkippedRange(before, after), after};
+    }
+    return {false, after};
+  }
+
+  bool CheckTimeInSkippedRange(const Dt& before, const Dt& after) const {
+    const int64_t starting_minute = (before.c.minute + 1) % 60;
+    const int64_t starting_hour = (before.c.hour + (starting_minute == 0 ? 1 : 0)) % 24;
+    const int64_t hour_range_size = after.c.hour - starting_hour + 1;
+    const bool is_hour_jump = starting_minute == 0 && after.c.minute == 0;
+    if (hour_range_size == 2 && is_hour_jump) return f_.Has(kHour, starting_hour);
+    if (hour_range_size == 1) {
+      return f_.Has(kHour, starting_hour) && InSkippedSingleHour(starting_minute, after.c.minute);
+    }
+    return InSkippedMultiHour(starting_hour, starting_minute, after.c.hour, after.c.minute);
+  }
+
+  bool InSkippedSingleHour(int64_t start_minute, int64_t end_minute) const {
+    for (int64_t minute = start_minute; minute < end_minute; ++minute) {
+      if (f_.Has(kMinute, minute)) return true;
+    }
+    return f_.Has(kMinute, end_minute) && f_.Has(kSecond, 0);
+  }
+
+  bool InSkippedMultiHour(int64_t start_hour, int64_t start_minute, int64_t end_hour,
+                          int64_t end_minute) const {
+    if (start_hour >= end_hour) {
+      throw SearchFailure{false, "the DST check assumes the forward jump's starting hour (" +
+                                     std::to_string(start_hour) + ") is less than its end hour (" +
+                                     std::to_string(end_hour) + ")"};
+    }
+    for (int64_t hour = start_hour; hour <= end_hour; ++hour) {
+      if (!f_.Has(kHour, hour)) continue;
+      const int64_t first = hour == start_hour ? start_minute : 0;
+      const int64_t last = hour == start_hour ? 60 : (hour == end_hour ? end_minute : 60);
+      for (int64_t minute = first; minute < last; ++minute) {
+        if (f_.Has(kMinute, minute)) return true;
+      }
+    }
+    return f_.Has(kHour, end_hour) && f_.Has(kMinute, end_minute) && f_.Has(kSecond, 0);
+  }
+
+  const Fields& f_;
+  Luxon lx_;
+};
+
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  out += s;
+  out += '"';
+  return out;
+}
+
+}  // namespace
+
+Result<CronExpression> CronExpression::Parse(std::string_view expression) {
+  try {
+    CronExpression parsed;
+    parsed.text_ = std::string(expression);
+    parsed.fields_ = std::make_shared<const Fields>(ParseSource(expression));
+    return parsed;
+  } catch (const ParseFailure& failure) {
+    return InvalidArgumentError("Invalid cron expression " + Quote(expression) + ": " + failure.reason);
+  }
+}
+
+bool CronExpression::has_seconds() const { return fields_ != nullptr && fields_->has_seconds; }
+
+Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz) const {
+  if (fields_ == nullptr) return InternalError("Next() on a default-constructed CronExpression");
+  const std::optional<Zone> zone = ResolveZone(tz);
+  if (!zone) return InvalidArgumentError("Unknown time zone " + Quote(tz));
+  const int64_t after_ms = std::chrono::floor<std::chrono::milliseconds>(after.time_since_epoch()).count();
+  // Keep the search and its result inside what a nanosecond system_clock can represent.
+  constexpr int64_t kLimitMs = int64_t{9'000'000'000'000'000'000} / 1'000'000;
+  if (after_ms > kLimitMs - int64_t{10} * 366 * kMsPerDay || after_ms < -kLimitMs) {
+    return InvalidArgumentError("Instant out of range for cron expression " + Quote(text_));
+  }
+  try {
+    Search search(*fields_, *zone);
+    const int64_t next_ms = search.NextFrom(after_ms);
+    return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(next_ms)));
+  } catch (const SearchFailure& failure) {
+    const std::string where = " for cron expression " + Quote(text_) + (tz.empty() ? "" : " in " + Quote(tz));
+    if (failure.horizon) return NotFoundError(failure.reason + where);
+    return InternalError("Cron search failed" + where + ": " + failure.reason);
+  }
+}
+
+bool IsKnownTimeZone(std::string_view tz) { return tz.empty() || FindZone(tz) != nullptr; }
+
+}  // namespace octop
