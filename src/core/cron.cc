@@ -707,7 +707,7 @@ class Search {
     // The package has no such bound and loops forever on a few inputs (a restricted hour that falls in a DST
     // gap at midnight, see docs/cron.md). A legitimate search takes at most a few thousand steps (one per day
     // of the horizon, plus at most 24 + 60 + 60 within the matching day).
-    constexpr int kIterationLimit = 100'000;
+    constexpr int kIterationLimit = 20'000;
     for (int iteration = 0;; ++iteration) {
       if (iteration > kIterationLimit) {
         throw SearchFailure{false, "the search does not terminate (the npm cron package loops forever here)"};
