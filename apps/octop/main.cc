@@ -1,0 +1,310 @@
+// octop: the command line for a running octopd (tasks, trigger, cancel) and for the database (migrate,
+// doctor).
+//
+// Exit codes: 0 success; 1 the server or database refused the operation (404, 409, 4xx; a failed check);
+// 2 a usage error; 3 octopd or the database cannot be reached.
+#include <chrono>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/daemon_config.h"
+#include "store/store.h"
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kExitRefused = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;
+
+struct Globals {
+  std::string url;
+  std::optional<std::string> token;
+  std::optional<std::string> database;
+  std::string config_path;
+  bool json = false;
+};
+
+std::string Env(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+std::string EncodeSegment(std::string_view s) {
+  std::ostringstream out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
+      out << c;
+    } else {
+      out << '%' << std::uppercase << std::hex << std::setw(2) << std::setfill('0') << static_cast<int>(c);
+    }
+  }
+  return out.str();
+}
+
+struct HttpAnswer {
+  int status = 0;
+  std::string body;
+};
+
+// Calls octopd; exits with kExitUnreachable when it does not answer.
+HttpAnswer Call(const Globals& g, const std::string& method, const std::string& path) {
+  httplib::Client client(g.url);
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(30, 0);
+  httplib::Headers headers;
+  if (g.token) headers.emplace("Authorization", "Bearer " + *g.token);
+  httplib::Result r =
+      method == "POST" ? client.Post(path, headers, "", "application/json") : client.Get(path, headers);
+  if (!r) {
+    std::cerr << "octop: cannot reach octopd at " << g.url << ": " << httplib::to_string(r.error()) << "\n";
+    std::exit(kExitUnreachable);
+  }
+  return {r->status, r->body};
+}
+
+int Refused(const HttpAnswer& a) {
+  Json body = Json::parse(a.body, nullptr, false);
+  if (!body.is_discarded() && body.contains("error")) {
+    std::cerr << "octop: " << body["error"].value("name", "Error") << ": "
+              << body["error"].value("message", "") << "\n";
+  } else {
+    std::cerr << "octop: HTTP " << a.status << ": " << a.body << "\n";
+  }
+  return a.status == 401 || a.status >= 500 ? kExitUnreachable : kExitRefused;
+}
+
+std::string Cell(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "-";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      std::cout << row[i];
+      if (i + 1 < row.size()) std::cout << std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    std::cout << "\n";
+  }
+}
+
+int Tasks(const Globals& g, const std::optional<std::string>& plugin) {
+  std::vector<std::string> plugins;
+  if (plugin) {
+    plugins.push_back(*plugin);
+  } else {
+    HttpAnswer a = Call(g, "GET", "/api/octop/v1/plugins");
+    if (a.status != 200) return Refused(a);
+    const Json body = Json::parse(a.body);
+    for (const auto& p : body["plugins"]) plugins.push_back(p.get<std::string>());
+  }
+  Json all = Json::array();
+  for (const std::string& p : plugins) {
+    HttpAnswer a = Call(g, "GET", "/api/" + EncodeSegment(p) + "/.backstage/scheduler/v1/tasks");
+    if (a.status != 200) return Refused(a);
+    const Json body = Json::parse(a.body);
+    for (const auto& t : body["tasks"]) all.push_back(t);
+  }
+  if (g.json) {
+    std::cout << Json{{"tasks", all}}.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"PLUGIN", "TASK", "SCOPE", "CADENCE", "STATUS", "NEXT/STARTED", "LAST ENDED", "WORKER", "LAST ERROR"}};
+  for (const Json& t : all) {
+    const Json state = t.value("taskState", Json());
+    const std::string status = state.is_object() ? Cell(state, "status") : "-";
+    std::string when = "-";
+    if (state.is_object()) when = status == "running" ? Cell(state, "startedAt") : Cell(state, "startsAt");
+    std::string error = "-";
+    if (state.is_object() && state.contains("lastRunError")) {
+      Json e = Json::parse(state["lastRunError"].get<std::string>(), nullptr, false);
+      error = !e.is_discarded() && e.is_object() ? e.value("message", "")
+                                                 : state["lastRunError"].get<std::string>();
+      if (error.size() > 60) error = error.substr(0, 57) + "...";
+    }
+    const Json worker = t.value("workerState", Json());
+    rows.push_back({Cell(t, "pluginId"), Cell(t, "taskId"), Cell(t, "scope"), Cell(t["settings"], "cadence"),
+                    status, when, state.is_object() ? Cell(state, "lastRunEndedAt") : "-",
+                    worker.is_object() ? Cell(worker, "status") : "-", error});
+  }
+  PrintTable(rows);
+  return 0;
+}
+
+int Act(const Globals& g, const std::string& action, const std::string& plugin, const std::string& id) {
+  HttpAnswer a = Call(
+      g, "POST",
+      "/api/" + EncodeSegment(plugin) + "/.backstage/scheduler/v1/tasks/" + EncodeSegment(id) + "/" + action);
+  if (a.status != 200) return Refused(a);
+  if (g.json) {
+    std::cout << Json{{"plugin", plugin},
+                      {"task", id},
+                      {"result", action == "trigger" ? "triggered" : "cancelled"}}
+                     .dump()
+              << "\n";
+  } else {
+    std::cout << (action == "trigger" ? "triggered " : "cancelled ") << plugin << "/" << id << "\n";
+  }
+  return 0;
+}
+
+std::vector<std::string> PluginsFromConfig(const Globals& g) {
+  std::vector<std::string> out;
+  if (g.config_path.empty()) return out;
+  auto config = octop::daemon::LoadDaemonConfig(g.config_path);
+  if (!config.ok()) return out;
+  for (const auto& p : config->plugins) out.push_back(p.id);
+  return out;
+}
+
+int Migrate(const Globals& g, std::vector<std::string> plugins) {
+  if (!g.database) {
+    std::cerr << "octop: migrate needs --database or --config\n";
+    return kExitUsage;
+  }
+  if (plugins.empty()) plugins = PluginsFromConfig(g);
+  plugins.insert(plugins.begin(), "octop");
+  Json report = Json::array();
+  for (const std::string& ns : plugins) {
+    auto store = octop::store::OpenStore(*g.database, {.ns = ns});
+    if (!store.ok()) {
+      std::cerr << "octop: " << ns << ": " << store.status().message() << "\n";
+      return kExitUnreachable;
+    }
+    if (octop::Status s = (*store)->Migrate(); !s.ok()) {
+      std::cerr << "octop: migrate " << ns << ": " << s.message() << "\n";
+      return s.code() == octop::StatusCode::kUnavailable ? kExitUnreachable : kExitRefused;
+    }
+    auto version = (*store)->SchemaVersion();
+    report.push_back({{"namespace", ns}, {"schemaVersion", version.value_or(-1)}});
+    if (!g.json) std::cout << "migrated " << ns << " to schema version " << version.value_or(-1) << "\n";
+  }
+  if (g.json) std::cout << report.dump(2) << "\n";
+  return 0;
+}
+
+int Doctor(const Globals& g, std::vector<std::string> plugins) {
+  if (!g.database) {
+    std::cerr << "octop: doctor needs --database or --config\n";
+    return kExitUsage;
+  }
+  if (plugins.empty()) plugins = PluginsFromConfig(g);
+  Json checks = Json::array();
+  bool healthy = true;
+  auto add = [&](const std::string& name, bool ok, const std::string& detail) {
+    healthy = healthy && ok;
+    checks.push_back({{"check", name}, {"ok", ok}, {"detail", detail}});
+    if (!g.json) std::cout << (ok ? "ok    " : "FAIL  ") << name << ": " << detail << "\n";
+  };
+  auto store = octop::store::OpenStore(*g.database, {.ns = "octop"});
+  if (!store.ok()) {
+    add("database", false, store.status().message());
+  } else {
+    const auto before = std::chrono::system_clock::now();
+    auto now = (*store)->DatabaseNow();
+    const auto after = std::chrono::system_clock::now();
+    if (!now.ok()) {
+      add("database", false, now.status().message());
+    } else {
+      add("database", true, std::string((*store)->backend()) + " reachable");
+      const auto local = before + (after - before) / 2;
+      const auto skew_ms = std::chrono::duration_cast<std::chrono::milliseconds>(local - *now).count();
+      // Cross-node decisions use the database's clock, but cron times and timestamps come from the node's: a
+      // skew beyond a second makes cron tasks fire early or late by that much.
+      add("clock skew", std::llabs(skew_ms) <= 1000,
+          "this node is " + std::to_string(skew_ms) + " ms " + (skew_ms >= 0 ? "ahead of" : "behind") +
+              " the database (limit 1000 ms)");
+    }
+  }
+  for (const std::string& ns : plugins) {
+    auto s = octop::store::OpenStore(*g.database, {.ns = ns});
+    if (!s.ok()) {
+      add("schema " + ns, false, s.status().message());
+      continue;
+    }
+    auto version = (*s)->SchemaVersion();
+    if (!version.ok()) {
+      add("schema " + ns, false, version.status().message());
+    } else {
+      add("schema " + ns, *version == octop::store::kLatestSchemaVersion,
+          "version " + std::to_string(*version) + " of " +
+              std::to_string(octop::store::kLatestSchemaVersion) +
+              (*version < octop::store::kLatestSchemaVersion ? " (run: octop migrate)" : ""));
+    }
+  }
+  if (g.json) std::cout << Json{{"healthy", healthy}, {"checks", checks}}.dump(2) << "\n";
+  return healthy ? 0 : kExitRefused;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"octop: command line for octopd and its database"};
+  app.require_subcommand(1);
+  Globals g;
+  g.url = Env("OCTOP_URL", "http://127.0.0.1:7007");
+  if (const char* t = std::getenv("OCTOP_TOKEN"); t != nullptr && *t != '\0') g.token = t;
+  app.add_option("--url", g.url, "octopd's base URL (env OCTOP_URL)")->capture_default_str();
+  app.add_option("--token", g.token, "bearer token for POSTs (env OCTOP_TOKEN)");
+  app.add_option("--database", g.database,
+                 "database URL for migrate/doctor (sqlite:<dir> or postgresql://...)");
+  app.add_option("-c,--config", g.config_path, "read database, URL, token and plugins from an octopd config");
+  app.add_flag("--json", g.json, "machine-readable output");
+
+  std::optional<std::string> plugin;
+  auto* tasks = app.add_subcommand("tasks", "list every task of a running octopd");
+  tasks->add_option("--plugin", plugin, "only this plugin");
+  std::string p, id;
+  auto* trigger = app.add_subcommand("trigger", "run a task now");
+  trigger->add_option("plugin", p, "plugin id")->required();
+  trigger->add_option("id", id, "task id")->required();
+  auto* cancel = app.add_subcommand("cancel", "stop a task's current run");
+  cancel->add_option("plugin", p, "plugin id")->required();
+  cancel->add_option("id", id, "task id")->required();
+  std::vector<std::string> plugins;
+  auto* migrate = app.add_subcommand("migrate", "create or upgrade the tables (octop's and each plugin's)");
+  migrate->add_option("--plugin", plugins, "plugin namespaces (default: the config's plugins)");
+  auto* doctor = app.add_subcommand("doctor", "check the database, schema versions and clock skew");
+  doctor->add_option("--plugin", plugins, "plugin namespaces (default: the config's plugins)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  if (!g.config_path.empty()) {
+    auto config = octop::daemon::LoadDaemonConfig(g.config_path);
+    if (!config.ok()) {
+      std::cerr << "octop: " << config.status().message() << "\n";
+      return kExitUsage;
+    }
+    if (!g.database) g.database = config->database;
+    if (!g.token) g.token = config->http.token;
+    if (app.get_option("--url")->count() == 0 && std::getenv("OCTOP_URL") == nullptr) {
+      const std::string host = config->http.host == "0.0.0.0" ? "127.0.0.1" : config->http.host;
+      g.url = "http://" + host + ":" + std::to_string(config->http.port);
+    }
+  }
+  if (*tasks) return Tasks(g, plugin);
+  if (*trigger) return Act(g, "trigger", p, id);
+  if (*cancel) return Act(g, "cancel", p, id);
+  if (*migrate) return Migrate(g, plugins);
+  if (*doctor) return Doctor(g, plugins);
+  return kExitUsage;
+}

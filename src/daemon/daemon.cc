@@ -1,0 +1,151 @@
+#include "daemon/daemon.h"
+
+#include <stdexcept>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/command_runner.h"
+#include "http/api_server.h"
+#include "store/store.h"
+
+namespace octop::daemon {
+
+namespace {
+
+TaskFunction CommandFunction(const CommandAction& action, std::string plugin_id, std::string task_id) {
+  return [action, plugin_id, task_id](std::stop_token stop) {
+    CommandSpec spec{.argv = action.argv,
+                     .env = action.env,
+                     .working_dir = action.working_dir,
+                     .stdin_data = std::nullopt,
+                     .kill_grace = action.kill_grace};
+    spec.env["OCTOP_PLUGIN_ID"] = plugin_id;
+    spec.env["OCTOP_TASK_ID"] = task_id;
+    const std::string prefix = plugin_id + "/" + task_id;
+    Result<CommandOutcome> outcome = RunCommand(spec, stop, [&prefix](Stream stream, std::string_view line) {
+      if (stream == Stream::kStdout) {
+        spdlog::info("[{}] {}", prefix, line);
+      } else {
+        spdlog::warn("[{}] {}", prefix, line);
+      }
+    });
+    if (!outcome.ok()) throw std::runtime_error(outcome.status().message());
+    if (!outcome->succeeded()) throw std::runtime_error("command " + outcome->Describe());
+  };
+}
+
+// Splits http(s)://host[:port]/path into the scheme+authority httplib's client takes and the path.
+std::pair<std::string, std::string> SplitUrl(const std::string& url) {
+  const auto scheme_end = url.find("://");
+  const auto path_start = url.find('/', scheme_end == std::string::npos ? 0 : scheme_end + 3);
+  if (path_start == std::string::npos) return {url, "/"};
+  return {url.substr(0, path_start), url.substr(path_start)};
+}
+
+TaskFunction WebhookFunction(const WebhookAction& action, std::string plugin_id, std::string task_id) {
+  return [action, plugin_id, task_id](std::stop_token stop) {
+    auto [base, path] = SplitUrl(action.url);
+    httplib::Client client(base);
+    client.set_connection_timeout(10, 0);
+    client.set_read_timeout(3600, 0);  // the task's timeout ends the call through stop()
+    std::stop_callback on_stop(stop, [&client] { client.stop(); });
+    httplib::Headers headers(action.headers.begin(), action.headers.end());
+    const std::string body = nlohmann::json{{"pluginId", plugin_id}, {"taskId", task_id}}.dump();
+    httplib::Result result = action.method == "GET"   ? client.Get(path, headers)
+                             : action.method == "PUT" ? client.Put(path, headers, body, "application/json")
+                                                      : client.Post(path, headers, body, "application/json");
+    if (stop.stop_requested()) throw std::runtime_error("webhook " + action.url + " stopped");
+    if (!result)
+      throw std::runtime_error("webhook " + action.url + " failed: " + httplib::to_string(result.error()));
+    if (result->status < 200 || result->status > 299) {
+      std::string snippet = result->body.substr(0, 512);
+      throw std::runtime_error("webhook " + action.url + " answered " + std::to_string(result->status) +
+                               (snippet.empty() ? "" : ": " + snippet));
+    }
+  };
+}
+
+}  // namespace
+
+TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config) {
+  TaskScheduleDefinition def;
+  if (const auto* cron = std::get_if<CronSchedule>(&config.frequency)) {
+    def.frequency = CronFrequency{.cron = cron->expression, .time_zone = cron->time_zone};
+  } else if (const auto* duration = std::get_if<Duration>(&config.frequency)) {
+    def.frequency = *duration;
+  } else {
+    def.frequency = ManualTrigger{};
+  }
+  def.timeout = config.timeout;
+  def.initial_delay = config.initial_delay;
+  def.scope = config.scope == "local" ? TaskScope::kLocal : TaskScope::kGlobal;
+  return def;
+}
+
+TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id) {
+  if (const auto* command = std::get_if<CommandAction>(&action)) {
+    return CommandFunction(*command, std::move(plugin_id), std::move(task_id));
+  }
+  return WebhookFunction(std::get<WebhookAction>(action), std::move(plugin_id), std::move(task_id));
+}
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() { Stop(); }
+
+Status Daemon::Start() {
+  SchedulerOptions options;
+  options.database_url = config_.database;
+  options.work_check_frequency = config_.work_check_frequency;
+  options.janitor_interval = config_.janitor_interval;
+  scheduler_ = std::make_unique<Scheduler>(std::move(options));
+  for (const PluginConfig& plugin : config_.plugins) {
+    PluginScheduler& p = scheduler_->ForPlugin(plugin.id);
+    for (const TaskConfig& task : plugin.tasks) {
+      TaskDefinition def = TaskDefinition::Of(
+          ToScheduleDefinition(task.schedule),
+          {.id = task.id, .fn = MakeTaskFunction(task.action, plugin.id, task.id), .signal = std::nullopt});
+      if (Status s = p.ScheduleTask(std::move(def)); !s.ok()) {
+        Stop();
+        return Status(s.code(), "plugins." + plugin.id + " task '" + task.id + "': " + s.message());
+      }
+    }
+  }
+  http::ApiServerOptions http_options;
+  http_options.host = config_.http.host;
+  http_options.port = config_.http.port;
+  http_options.token = config_.http.token;
+  http_options.warn = [](std::string_view message) { spdlog::warn("{}", message); };
+  // One connection kept for the readiness probe, opened now so an unreachable database fails the start.
+  auto probe = store::OpenStore(config_.database, {.ns = "octop"});
+  if (!probe.ok()) {
+    Stop();
+    return Status(probe.status().code(), "database " + config_.database + ": " + probe.status().message());
+  }
+  std::shared_ptr<store::Store> probe_store = std::move(probe).value();
+  http_options.readiness = [probe_store]() -> Status {
+    auto now = probe_store->DatabaseNow();
+    return now.ok() ? Status::Ok() : now.status();
+  };
+  server_ = std::make_unique<http::ApiServer>(*scheduler_, std::move(http_options));
+  if (Status s = server_->Start(); !s.ok()) {
+    Stop();
+    return s;
+  }
+  spdlog::info("octopd listening on http://{}:{} (database {})", config_.http.host, server_->port(),
+               config_.database);
+  return Status::Ok();
+}
+
+void Daemon::Stop() {
+  if (server_) server_->Stop();
+  if (scheduler_) scheduler_->Shutdown();
+  server_.reset();
+  scheduler_.reset();
+}
+
+int Daemon::http_port() const { return server_ ? server_->port() : 0; }
+
+}  // namespace octop::daemon

@@ -1,0 +1,54 @@
+// Daemon: everything octopd runs, built from a DaemonConfig -- the Scheduler with every configured task bound
+// to its action (a command or a webhook), and the ApiServer in front of it.
+//
+// Lifecycle: Start() opens the database, registers the tasks and starts listening; Stop() drains: the HTTP
+// server stops accepting, every running task gets its stop request (commands get SIGTERM, then SIGKILL after
+// their grace), global runs are released, threads are joined. A failure in Start() leaves nothing running.
+//
+// Thread-safety: Start and Stop from one thread (octopd's main thread).
+#ifndef OCTOP_DAEMON_DAEMON_H_
+#define OCTOP_DAEMON_DAEMON_H_
+
+#include <memory>
+
+#include <octop/scheduler.h>
+#include <octop/status.h>
+
+#include "daemon/daemon_config.h"
+
+namespace octop::http {
+class ApiServer;
+}  // namespace octop::http
+
+namespace octop::daemon {
+
+// The runtime's schedule for a config schedule (scope defaults to global).
+TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config);
+
+// The task function that runs `action` for task `task_id` of plugin `plugin_id`. A command gets
+// OCTOP_PLUGIN_ID and OCTOP_TASK_ID in its environment; a webhook gets a JSON body {"pluginId","taskId"}. A
+// non-zero exit, a non-2xx answer or no answer is a failed run whose error says why.
+TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id);
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  Status Start();
+  void Stop();
+
+  int http_port() const;
+  Scheduler& scheduler() { return *scheduler_; }
+
+ private:
+  DaemonConfig config_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<http::ApiServer> server_;
+};
+
+}  // namespace octop::daemon
+
+#endif  // OCTOP_DAEMON_DAEMON_H_

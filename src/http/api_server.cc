@@ -1,0 +1,336 @@
+#include "http/api_server.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <httplib.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "http/task_json.h"
+
+namespace octop::http {
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool IsValidUtf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;
+    if (c < 0x80) {
+      n = 0;
+    } else if ((c & 0xE0) == 0xC0 && c >= 0xC2) {
+      n = 1;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+    } else if ((c & 0xF8) == 0xF0 && c <= 0xF4) {
+      n = 3;
+    } else {
+      return false;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// decodeURIComponent: '+' stays '+', malformed escapes are an error (Express answers 400 for them).
+std::optional<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = HexValue(s[i + 1]);
+    const int lo = HexValue(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    const char c = static_cast<char>(hi * 16 + lo);
+    if (c == '\0') return std::nullopt;
+    out += c;
+    i += 2;
+  }
+  if (!IsValidUtf8(out)) return std::nullopt;
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view q) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!q.empty()) {
+    auto amp = q.find('&');
+    std::string_view part = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+    if (part.empty()) continue;
+    auto eq = part.find('=');
+    std::string key(part.substr(0, eq));
+    std::string value(eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1));
+    std::replace(key.begin(), key.end(), '+', ' ');
+    std::replace(value.begin(), value.end(), '+', ' ');
+    auto k = PercentDecode(key);
+    auto v = PercentDecode(value);
+    if (k && v) out.emplace_back(std::move(*k), std::move(*v));
+  }
+  return out;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+}  // namespace
+
+bool SecretsEqual(std::string_view given, std::string_view expected) {
+  // Every byte of `expected` is compared whatever `given` holds, so timing reveals neither content nor
+  // prefix.
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const char g = i < given.size() ? given[i] : '\0';
+    diff = static_cast<unsigned char>(
+        diff | (static_cast<unsigned char>(g) ^ static_cast<unsigned char>(expected[i])));
+  }
+  return diff == 0;
+}
+
+std::optional<std::string> ApiRequest::Query(std::string_view name) const {
+  for (const auto& [k, v] : query) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+ApiResponse ApiResponse::Json(const std::string& json, int status) {
+  ApiResponse r;
+  r.status = status;
+  r.body = json;
+  return r;
+}
+
+std::optional<std::vector<std::string>> ApiServer::SplitPath(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  std::vector<std::string> segments;
+  if (path.empty() || path.front() != '/') return std::nullopt;
+  path.remove_prefix(1);
+  while (true) {
+    auto slash = path.find('/');
+    auto decoded = PercentDecode(path.substr(0, slash));
+    if (!decoded) return std::nullopt;
+    segments.push_back(std::move(*decoded));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  if (segments.size() > 1 && segments.back().empty()) segments.pop_back();  // a trailing '/' is ignored
+  return segments;
+}
+
+class ApiServer::Impl {
+ public:
+  httplib::Server server;
+};
+
+ApiServer::ApiServer(Scheduler& scheduler, ApiServerOptions options)
+    : scheduler_(scheduler), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  AddSchedulerRoutes();
+}
+
+ApiServer::~ApiServer() { Stop(); }
+
+void ApiServer::AddRoute(std::string method, std::string_view pattern, ApiHandler handler) {
+  Route route{.method = std::move(method), .segments = {}, .handler = std::move(handler)};
+  auto segments = SplitPath(pattern);
+  if (segments) route.segments = std::move(*segments);
+  routes_.push_back(std::move(route));
+}
+
+void ApiServer::AddSchedulerRoutes() {
+  auto plugin_of = [this](const std::string& id) -> Result<PluginScheduler*> {
+    PluginScheduler* p = scheduler_.FindPlugin(id);
+    if (p == nullptr) return NotFoundError("No plugin '" + id + "' on this node");
+    return p;
+  };
+  AddRoute("GET", "/api/:plugin/.backstage/scheduler/v1/tasks",
+           [plugin_of](const ApiRequest& req) -> Result<ApiResponse> {
+             OCTOP_ASSIGN_OR_RETURN(PluginScheduler * plugin, plugin_of(req.params[0]));
+             OCTOP_ASSIGN_OR_RETURN(std::vector<TaskStateEntry> entries, plugin->GetTaskStates());
+             return ApiResponse::Json(
+                 TasksResponseToJson(entries).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+           });
+  for (const char* action : {"trigger", "cancel"}) {
+    const bool trigger = std::string_view(action) == "trigger";
+    AddRoute("POST", std::string("/api/:plugin/.backstage/scheduler/v1/tasks/:id/") + action,
+             [plugin_of, trigger](const ApiRequest& req) -> Result<ApiResponse> {
+               OCTOP_ASSIGN_OR_RETURN(PluginScheduler * plugin, plugin_of(req.params[0]));
+               Status s = trigger ? plugin->TriggerTask(req.params[1]) : plugin->CancelTask(req.params[1]);
+               if (!s.ok()) return s;
+               ApiResponse r;
+               r.content_type =
+                   "text/plain; charset=utf-8";  // Express's res.status(200).end(): an empty body
+               return r;
+             });
+  }
+  AddRoute("GET", "/api/octop/v1/plugins", [this](const ApiRequest&) -> Result<ApiResponse> {
+    OrderedJson j{{"plugins", scheduler_.PluginIds()}};
+    return ApiResponse::Json(j.dump());
+  });
+  AddRoute("GET", "/healthz",
+           [](const ApiRequest&) -> Result<ApiResponse> { return ApiResponse::Json(R"({"status":"ok"})"); });
+  AddRoute("GET", "/readyz", [this](const ApiRequest&) -> Result<ApiResponse> {
+    if (options_.readiness) OCTOP_RETURN_IF_ERROR(options_.readiness());
+    return ApiResponse::Json(R"({"status":"ready"})");
+  });
+  AddRoute("GET", "/metrics", [this](const ApiRequest&) -> Result<ApiResponse> {
+    std::vector<prometheus::MetricFamily> families;
+    std::vector<std::shared_ptr<prometheus::Registry>> registries{scheduler_.metrics_registry()};
+    registries.insert(registries.end(), options_.extra_registries.begin(), options_.extra_registries.end());
+    for (const auto& registry : registries) {
+      if (!registry) continue;
+      auto collected = registry->Collect();
+      families.insert(families.end(), collected.begin(), collected.end());
+    }
+    ApiResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = prometheus::TextSerializer().Serialize(families);
+    return r;
+  });
+}
+
+Status ApiServer::Start() {
+  httplib::Server& server = impl_->server;
+  server.set_payload_max_length(options_.max_body_bytes);
+  server.set_read_timeout(10, 0);
+  server.set_write_timeout(10, 0);
+  if (!options_.web_root.empty() && std::filesystem::is_directory(options_.web_root)) {
+    server.set_mount_point("/", options_.web_root);
+  }
+  auto send_error = [](httplib::Response& res, const Status& status, const std::string& method,
+                       const std::string& target) {
+    res.status = HttpStatus(status.code());
+    res.set_content(
+        ErrorBody(status, method, target).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        "application/json; charset=utf-8");
+  };
+  // Catch-all handlers (rather than a pre-routing hook) so httplib has read and size-checked the body first.
+  auto dispatch = [this, send_error](const httplib::Request& req, httplib::Response& res) {
+    auto segments = SplitPath(req.target);
+    if (!segments) {
+      send_error(res, InvalidArgumentError("Malformed URL encoding in '" + req.target + "'"), req.method,
+                 req.target);
+      return;
+    }
+    bool path_matched = false;
+    for (const Route& route : routes_) {
+      if (route.segments.size() != segments->size()) continue;
+      std::vector<std::string> params;
+      bool match = true;
+      for (std::size_t i = 0; i < route.segments.size() && match; ++i) {
+        if (route.segments[i].starts_with(':')) {
+          params.push_back((*segments)[i]);
+        } else {
+          match = route.segments[i] == (*segments)[i];
+        }
+      }
+      if (!match) continue;
+      path_matched = true;
+      if (route.method != req.method && !(req.method == "HEAD" && route.method == "GET")) continue;
+      if (req.method == "POST" && options_.token) {
+        const std::string auth = req.get_header_value("Authorization");
+        constexpr std::string_view kBearer = "Bearer ";
+        const bool ok = auth.starts_with(kBearer) &&
+                        SecretsEqual(std::string_view(auth).substr(kBearer.size()), *options_.token);
+        if (!ok) {
+          res.set_header("WWW-Authenticate", "Bearer");
+          send_error(res, UnauthenticatedError("Missing or invalid bearer token"), req.method, req.target);
+          return;
+        }
+      }
+      const auto query_start = req.target.find('?');
+      ApiRequest api{.method = req.method,
+                     .target = req.target,
+                     .params = std::move(params),
+                     .query = ParseQuery(query_start == std::string::npos
+                                             ? std::string_view()
+                                             : std::string_view(req.target).substr(query_start + 1)),
+                     .body = req.body,
+                     .content_type = req.get_header_value("Content-Type")};
+      Result<ApiResponse> result = InternalError("handler did not run");
+      try {
+        result = route.handler(api);
+      } catch (const std::exception& e) {
+        result = InternalError(std::string("unexpected error: ") + e.what());
+      }
+      if (!result.ok()) {
+        send_error(res, result.status(), req.method, req.target);
+      } else {
+        res.status = result->status;
+        res.set_content(result->body, result->content_type);
+      }
+      return;
+    }
+    if (path_matched) {
+      res.status = 405;
+      send_error(res, InvalidArgumentError("Method " + req.method + " is not allowed on " + req.target),
+                 req.method, req.target);
+      res.status = 405;
+      return;
+    }
+    send_error(res, NotFoundError("Not found: " + req.method + " " + req.target), req.method, req.target);
+  };
+  server.Get(".*", dispatch);
+  server.Post(".*", dispatch);
+  server.Put(".*", dispatch);
+  server.Delete(".*", dispatch);
+  server.Patch(".*", dispatch);
+  server.Options(".*", dispatch);
+  server.set_error_handler([send_error](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    Status status = res.status == 413   ? InvalidArgumentError("Request body is larger than allowed")
+                    : res.status == 404 ? NotFoundError("Not found: " + req.method + " " + req.target)
+                    : res.status == 400 ? InvalidArgumentError("Bad request")
+                                        : InternalError("HTTP " + std::to_string(res.status));
+    const int original = res.status;
+    send_error(res, status, req.method, req.target);
+    res.status = original;
+  });
+  server.set_exception_handler(
+      [send_error](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+        send_error(res, InternalError("unexpected error"), req.method, req.target);
+      });
+
+  if (!IsLoopback(options_.host) && !options_.token && options_.warn) {
+    options_.warn(
+        "listening on " + options_.host +
+        " beyond loopback without a bearer token: anyone who can reach it can trigger and cancel tasks");
+  }
+  if (options_.port == 0) {
+    port_ = server.bind_to_any_port(options_.host);
+    if (port_ < 0) port_ = 0;
+  } else {
+    port_ = server.bind_to_port(options_.host, options_.port) ? options_.port : 0;
+  }
+  if (port_ <= 0) {
+    return UnavailableError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+  }
+  // bind_to_port already listens, so connections queue in the backlog until the thread accepts them.
+  thread_ = std::thread([&server] { server.listen_after_bind(); });
+  return Status::Ok();
+}
+
+void ApiServer::Stop() {
+  if (thread_.joinable()) {
+    impl_->server.stop();
+    thread_.join();
+  }
+}
+
+}  // namespace octop::http

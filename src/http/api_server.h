@@ -1,0 +1,111 @@
+// ApiServer: octopd's HTTP face -- Backstage's scheduler REST API for every plugin, /metrics, /healthz,
+// /readyz, the job-queue API, and the dashboard's static files -- on cpp-httplib.
+//
+// Routes are matched on the raw request target split into percent-decoded segments, exactly as Express
+// matches
+// `:id`: a task id containing '/' must be sent as %2F and arrives whole. Every error is a JSON body in the
+// shape of Backstage's error middleware with the status from the one Status->HTTP table (status.h). When a
+// bearer token is configured every POST must carry it (compared in constant time); GETs stay open so probes
+// and scrapers work.
+//
+// Ownership: the server borrows the Scheduler (and the other handlers' targets), which must outlive it.
+// Thread-safety: Start/Stop from one thread; requests are served on the server's own worker threads.
+#ifndef OCTOP_HTTP_API_SERVER_H_
+#define OCTOP_HTTP_API_SERVER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <octop/scheduler.h>
+#include <octop/status.h>
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace octop::http {
+
+struct ApiRequest {
+  std::string method;
+  std::string target;               // as received, for error bodies
+  std::vector<std::string> params;  // the values of the route's ':name' segments, decoded
+  std::vector<std::pair<std::string, std::string>> query;  // decoded query parameters in order
+  std::string body;
+  std::string content_type;
+
+  std::optional<std::string> Query(std::string_view name) const;
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json; charset=utf-8";
+  std::string body;
+
+  static ApiResponse Json(const std::string& json, int status = 200);
+};
+
+// A handler returns a response or a Status, which becomes the JSON error body.
+using ApiHandler = std::function<Result<ApiResponse>(const ApiRequest&)>;
+
+struct ApiServerOptions {
+  std::string host = "127.0.0.1";  // default loopback only
+  int port = 7007;                 // 0 = an ephemeral port (see ApiServer::port())
+  std::optional<std::string> token;
+  std::size_t max_body_bytes = 1 << 20;
+  // Checked by /readyz (e.g. the database answers); OK when absent.
+  std::function<Status()> readiness;
+  // Serialized by /metrics, after the scheduler's own registry.
+  std::vector<std::shared_ptr<prometheus::Registry>> extra_registries;
+  // A directory of static files served at / (the dashboard); none when empty.
+  std::string web_root;
+  // Log sink for warnings (e.g. binding beyond loopback without a token).
+  std::function<void(std::string_view)> warn;
+};
+
+class ApiServer {
+ public:
+  ApiServer(Scheduler& scheduler, ApiServerOptions options);
+  ~ApiServer();  // Stop()
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Adds a route before Start(). `pattern` is a path like "/api/octop/v1/jobs/:id/retry".
+  void AddRoute(std::string method, std::string_view pattern, ApiHandler handler);
+
+  // Binds and starts serving on a background thread. Unavailable when the address cannot be bound.
+  Status Start();
+  int port() const { return port_; }
+  void Stop();
+
+  // Splits a request target's path into percent-decoded segments; nullopt for malformed encoding (%zz, %00,
+  // or an encoded sequence that is not UTF-8).
+  static std::optional<std::vector<std::string>> SplitPath(std::string_view target);
+
+ private:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;  // ":name" matches any one segment
+    ApiHandler handler;
+  };
+  class Impl;
+
+  void AddSchedulerRoutes();
+
+  Scheduler& scheduler_;
+  ApiServerOptions options_;
+  std::vector<Route> routes_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// Constant-time comparison of two secrets (the time depends only on the length of `expected`).
+bool SecretsEqual(std::string_view given, std::string_view expected);
+
+}  // namespace octop::http
+
+#endif  // OCTOP_HTTP_API_SERVER_H_

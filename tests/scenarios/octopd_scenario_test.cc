@@ -1,0 +1,429 @@
+// Scenario tests: the real octopd binary on an ephemeral port with an SQLite directory of its own, driven
+// over HTTP by a real client and by the real octop CLI. Waits are on conditions with deadlines, never sleeps.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;  // NOLINT: POSIX
+
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// A child process whose stdout and stderr are read into one buffer.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> argv) {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ), 0) << argv[0];
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      Wait(10s);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Reads output until `pattern` matches it or the deadline passes; returns the first capture group (or "").
+  std::optional<std::string> WaitForOutput(const std::string& pattern,
+                                           std::chrono::milliseconds timeout = 30s) {
+    const std::regex re(pattern);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      std::smatch m;
+      if (std::regex_search(output_, m, re)) return m.size() > 1 ? m[1].str() : std::string();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !ReadSome(left)) return std::nullopt;
+    }
+  }
+
+  // Waits for the process to exit; returns its exit code (128+signal when killed), nullopt on timeout.
+  std::optional<int> Wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        while (ReadSome(0ms)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ReadSome(20ms);  // drains output while waiting, so the child never blocks on a full pipe
+    }
+    return std::nullopt;
+  }
+
+  void Signal(int sig) { ::kill(pid_, sig); }
+  const std::string& output() const { return output_; }
+
+ private:
+  bool ReadSome(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char buf[4096];
+    ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    output_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool exited_ = false;
+  std::string output_;
+};
+
+bool WaitForFile(const fs::path& path, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(path)) return true;
+    // Polling the file system is the condition here; the interval only bounds how soon we notice.
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+class OctopdScenario : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("octopd-scenario-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Writes the config and starts octopd on an ephemeral port; returns the port.
+  int Start(const std::string& extra_http = "") {
+    const std::string marker = (dir_ / "marker").string();
+    std::ofstream(dir_ / "octop.yaml")
+        << "database: sqlite:" << (dir_ / "data").string() << "\n"
+        << "http:\n  listen: 127.0.0.1:0\n"
+        << extra_http
+        << "scheduler:\n  workCheckFrequency: 200ms\n"
+           "plugins:\n"
+           "  demo:\n"
+           "    tasks:\n"
+           "      - id: manual-marker\n"
+           "        schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
+           "        command: [sh, -c, 'echo ran >> "
+        << marker
+        << "']\n"
+           "      - id: slow\n"
+           "        schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
+           "        command: [sh, -c, 'touch "
+        << marker << ".slow; trap \"touch " << marker
+        << ".term; exit 0\" TERM; while true; do sleep 0.05; done']\n"
+           "      - id: fails\n"
+           "        schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
+           "        command: [sh, -c, 'echo broken pipe >&2; exit 7']\n"
+           "      - id: a/b\n"
+           "        schedule: { frequency: { trigger: manual }, timeout: 30s }\n"
+           "        command: [sh, -c, 'touch "
+        << marker
+        << ".ab']\n"
+           "      - id: every-hour\n"
+           "        schedule: { frequency: { hours: 1 }, timeout: 1m, initialDelay: 1h,"
+           " scope: local }\n"
+           "        command: ['true']\n";
+    daemon_ = std::make_unique<Child>(
+        std::vector<std::string>{OCTOPD_PATH, "--config", (dir_ / "octop.yaml").string()});
+    auto port = daemon_->WaitForOutput("ready on port ([0-9]+)");
+    EXPECT_TRUE(port.has_value()) << daemon_->output();
+    port_ = port ? std::stoi(*port) : 0;
+    return port_;
+  }
+
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+
+  std::string TasksPath() const { return "/api/demo/.backstage/scheduler/v1/tasks"; }
+
+  Json TaskNamed(const std::string& id) {
+    auto r = Client().Get(TasksPath());
+    EXPECT_TRUE(r && r->status == 200);
+    if (!r) return {};
+    const Json body = Json::parse(r->body);
+    for (const Json& t : body["tasks"]) {
+      if (t["taskId"] == id) return t;
+    }
+    return {};
+  }
+
+  // Waits until the task's state satisfies `pred`.
+  bool WaitForTask(const std::string& id, const std::function<bool(const Json&)>& pred,
+                   std::chrono::milliseconds timeout = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      Json t = TaskNamed(id);
+      if (!t.is_null() && pred(t)) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Child> daemon_;
+  int port_ = 0;
+};
+
+TEST_F(OctopdScenario, HealthReadinessAndTaskListingShapes) {
+  ASSERT_GT(Start(), 0);
+  auto health = Client().Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto ready = Client().Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+
+  auto r = Client().Get(TasksPath());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  Json tasks = Json::parse(r->body)["tasks"];
+  ASSERT_EQ(tasks.size(), 5u);
+  EXPECT_EQ(tasks[0]["taskId"], "manual-marker");  // registration order
+  EXPECT_EQ(tasks[0]["pluginId"], "demo");
+  EXPECT_EQ(tasks[0]["scope"], "global");
+  EXPECT_EQ(tasks[0]["settings"],
+            Json::parse(R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT30S"})"));
+  EXPECT_EQ(tasks[0]["taskState"]["status"], "idle");
+  EXPECT_FALSE(tasks[0]["taskState"].contains("startsAt"));  // manual: no next run
+  const Json& local = tasks[4];
+  EXPECT_EQ(local["scope"], "local");
+  EXPECT_EQ(local["settings"]["cadence"], "PT1H");
+  EXPECT_EQ(local["settings"]["initialDelayDuration"], "PT1H");
+  EXPECT_EQ(local["workerState"]["status"], "initial-wait");
+  EXPECT_TRUE(local["taskState"].contains("startsAt"));
+  EXPECT_TRUE(std::regex_match(local["taskState"]["startsAt"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d)")))
+      << local["taskState"]["startsAt"];
+}
+
+TEST_F(OctopdScenario, TriggerRunsTheCommandAndConflictsWhileRunning) {
+  ASSERT_GT(Start(), 0);
+  auto r = Client().Post(TasksPath() + "/manual-marker/trigger");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(r->body.empty());
+  ASSERT_TRUE(WaitForFile(dir_ / "marker")) << daemon_->output();
+  ASSERT_TRUE(WaitForTask("manual-marker", [](const Json& t) {
+    return t["taskState"]["status"] == "idle" && t["taskState"].contains("lastRunEndedAt");
+  }));
+  EXPECT_FALSE(TaskNamed("manual-marker")["taskState"].contains("lastRunError"));
+
+  ASSERT_EQ(Client().Post(TasksPath() + "/slow/trigger")->status, 200);
+  ASSERT_TRUE(WaitForFile(dir_ / "marker.slow")) << daemon_->output();
+  ASSERT_TRUE(WaitForTask("slow", [](const Json& t) { return t["taskState"]["status"] == "running"; }));
+  auto conflict = Client().Post(TasksPath() + "/slow/trigger");
+  ASSERT_TRUE(conflict);
+  EXPECT_EQ(conflict->status, 409);
+  Json body = Json::parse(conflict->body);
+  EXPECT_EQ(body["error"]["name"], "ConflictError");
+  EXPECT_EQ(body["error"]["message"], "Task slow is currently running");
+  EXPECT_EQ(body["request"]["method"], "POST");
+  EXPECT_EQ(body["response"]["statusCode"], 409);
+
+  // Cancel stops the command (SIGTERM reaches its trap) and records the cancellation.
+  auto cancel = Client().Post(TasksPath() + "/slow/cancel");
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->status, 200);
+  ASSERT_TRUE(WaitForFile(dir_ / "marker.term")) << daemon_->output();
+  ASSERT_TRUE(WaitForTask("slow", [](const Json& t) { return t["taskState"]["status"] == "idle"; }));
+  EXPECT_NE(TaskNamed("slow")["taskState"].value("lastRunError", "").find("Task was cancelled"),
+            std::string::npos);
+}
+
+TEST_F(OctopdScenario, FailingCommandShowsItsErrorAndMetricsCountIt) {
+  ASSERT_GT(Start(), 0);
+  ASSERT_EQ(Client().Post(TasksPath() + "/fails/trigger")->status, 200);
+  ASSERT_TRUE(WaitForTask("fails", [](const Json& t) { return t["taskState"].contains("lastRunError"); }))
+      << daemon_->output();
+  Json error = Json::parse(TaskNamed("fails")["taskState"]["lastRunError"].get<std::string>());
+  EXPECT_EQ(error["message"], "command exited with status 7: broken pipe");
+  auto metrics = Client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("backend_tasks_task_runs_count"), std::string::npos);
+  EXPECT_NE(metrics->body.find("result=\"failed\""), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("taskId=\"fails\""), std::string::npos);
+}
+
+TEST_F(OctopdScenario, ErrorsAreJsonWithBackstageShape) {
+  ASSERT_GT(Start(), 0);
+  auto missing = Client().Post(TasksPath() + "/nope/trigger");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  Json body = Json::parse(missing->body);
+  EXPECT_EQ(body["error"]["name"], "NotFoundError");
+  EXPECT_EQ(body["error"]["message"], "Task nope does not exist");
+  EXPECT_EQ(body["request"]["url"], "/api/demo/.backstage/scheduler/v1/tasks/nope/trigger");
+
+  auto not_running = Client().Post(TasksPath() + "/manual-marker/cancel");
+  ASSERT_TRUE(not_running);
+  EXPECT_EQ(not_running->status, 409);
+  EXPECT_EQ(Json::parse(not_running->body)["error"]["message"], "Task manual-marker is not running");
+
+  auto bad_encoding = Client().Post(TasksPath() + "/%zz/trigger");
+  ASSERT_TRUE(bad_encoding);
+  EXPECT_EQ(bad_encoding->status, 400);
+  EXPECT_EQ(Json::parse(bad_encoding->body)["error"]["name"], "InputError");
+
+  auto no_plugin = Client().Get("/api/ghost/.backstage/scheduler/v1/tasks");
+  ASSERT_TRUE(no_plugin);
+  EXPECT_EQ(no_plugin->status, 404);
+  EXPECT_EQ(Json::parse(no_plugin->body)["error"]["name"], "NotFoundError");
+
+  auto unknown_route = Client().Get("/api/demo/nothing-here");
+  ASSERT_TRUE(unknown_route);
+  EXPECT_EQ(unknown_route->status, 404);
+  EXPECT_TRUE(Json::parse(unknown_route->body, nullptr, false).is_object());
+
+  auto huge = Client().Post(TasksPath() + "/manual-marker/trigger", std::string(2 << 20, 'x'), "text/plain");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+
+  auto long_id = Client().Post(TasksPath() + "/" + std::string(10000, 'i') + "/trigger");
+  ASSERT_TRUE(long_id);
+  EXPECT_GE(long_id->status, 400);
+  EXPECT_LT(long_id->status, 500);
+
+  // Still serving after all that.
+  EXPECT_EQ(Client().Get("/healthz")->status, 200);
+}
+
+TEST_F(OctopdScenario, EncodedSlashInIdReachesTheTask) {
+  ASSERT_GT(Start(), 0);
+  auto r = Client().Post(TasksPath() + "/a%2Fb/trigger");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(WaitForFile(dir_ / "marker.ab")) << daemon_->output();
+}
+
+TEST_F(OctopdScenario, BearerTokenGuardsPostsOnly) {
+  ASSERT_GT(Start("  token: scenario-token-0123456789\n"), 0);
+  auto no_token = Client().Post(TasksPath() + "/manual-marker/trigger");
+  ASSERT_TRUE(no_token);
+  EXPECT_EQ(no_token->status, 401);
+  EXPECT_EQ(Json::parse(no_token->body)["error"]["name"], "AuthenticationError");
+  httplib::Headers wrong{{"Authorization", "Bearer scenario-token-0123456780"}};
+  EXPECT_EQ(Client().Post(TasksPath() + "/manual-marker/trigger", wrong, "", "text/plain")->status, 401);
+  EXPECT_FALSE(fs::exists(dir_ / "marker"));
+  httplib::Headers right{{"Authorization", "Bearer scenario-token-0123456789"}};
+  EXPECT_EQ(Client().Post(TasksPath() + "/manual-marker/trigger", right, "", "text/plain")->status, 200);
+  EXPECT_TRUE(WaitForFile(dir_ / "marker"));
+  EXPECT_EQ(Client().Get(TasksPath())->status, 200);
+}
+
+TEST_F(OctopdScenario, SigtermDrainsARunningCommandAndExitsZero) {
+  ASSERT_GT(Start(), 0);
+  ASSERT_EQ(Client().Post(TasksPath() + "/slow/trigger")->status, 200);
+  ASSERT_TRUE(WaitForFile(dir_ / "marker.slow"));
+  daemon_->Signal(SIGTERM);
+  auto code = daemon_->Wait(30s);
+  ASSERT_TRUE(code.has_value()) << daemon_->output();
+  EXPECT_EQ(*code, 0) << daemon_->output();
+  EXPECT_TRUE(fs::exists(dir_ / "marker.term"));
+}
+
+TEST_F(OctopdScenario, InvalidConfigExitsTwoNamingTheKey) {
+  std::ofstream(dir_ / "bad.yaml") << "plugins:\n  demo:\n    tasks:\n      - id: x\n        schedule:\n"
+                                      "          frequency: { cron: '61 * * * *' }\n          timeout: 10s\n"
+                                      "        command: ['true']\n";
+  Child bad({OCTOPD_PATH, "--config", (dir_ / "bad.yaml").string()});
+  auto code = bad.Wait(30s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2) << bad.output();
+  EXPECT_NE(bad.output().find("61 * * * *"), std::string::npos) << bad.output();
+
+  std::ofstream(dir_ / "typo.yaml") << "plugins:\n  demo:\n    taks: []\n";
+  Child typo({OCTOPD_PATH, "--config", (dir_ / "typo.yaml").string()});
+  ASSERT_EQ(typo.Wait(30s), 2);
+  EXPECT_NE(typo.output().find("unknown key 'taks'; did you mean 'tasks'?"), std::string::npos)
+      << typo.output();
+}
+
+TEST_F(OctopdScenario, CliListsTriggersAndReportsErrors) {
+  ASSERT_GT(Start(), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port_);
+  Child list({OCTOP_PATH, "--url", url, "tasks"});
+  ASSERT_EQ(list.Wait(30s), 0) << list.output();
+  EXPECT_NE(list.output().find("PLUGIN"), std::string::npos);
+  EXPECT_NE(list.output().find("manual-marker"), std::string::npos) << list.output();
+
+  Child json({OCTOP_PATH, "--url", url, "--json", "tasks", "--plugin", "demo"});
+  ASSERT_EQ(json.Wait(30s), 0);
+  EXPECT_EQ(Json::parse(json.output())["tasks"].size(), 5u);
+
+  Child trigger({OCTOP_PATH, "--url", url, "trigger", "demo", "manual-marker"});
+  ASSERT_EQ(trigger.Wait(30s), 0) << trigger.output();
+  EXPECT_TRUE(WaitForFile(dir_ / "marker"));
+
+  Child slash({OCTOP_PATH, "--url", url, "trigger", "demo", "a/b"});
+  ASSERT_EQ(slash.Wait(30s), 0) << slash.output();
+
+  Child missing({OCTOP_PATH, "--url", url, "trigger", "demo", "nope"});
+  ASSERT_EQ(missing.Wait(30s), 1);
+  EXPECT_NE(missing.output().find("NotFoundError: Task nope does not exist"), std::string::npos)
+      << missing.output();
+
+  Child unreachable({OCTOP_PATH, "--url", "http://127.0.0.1:1", "tasks"});
+  EXPECT_EQ(unreachable.Wait(30s), 3);
+
+  Child usage({OCTOP_PATH, "frobnicate"});
+  EXPECT_EQ(usage.Wait(30s), 2);
+}
+
+TEST(OctopCli, MigrateAndDoctorOnSqlite) {
+  std::random_device rd;
+  const fs::path dir = fs::temp_directory_path() / ("octop-cli-" + std::to_string(rd()));
+  const std::string db = "sqlite:" + dir.string();
+  Child before({OCTOP_PATH, "--database", db, "doctor", "--plugin", "demo"});
+  EXPECT_EQ(before.Wait(30s), 1) << before.output();
+  EXPECT_NE(before.output().find("run: octop migrate"), std::string::npos) << before.output();
+  Child migrate({OCTOP_PATH, "--database", db, "migrate", "--plugin", "demo"});
+  ASSERT_EQ(migrate.Wait(30s), 0) << migrate.output();
+  EXPECT_NE(migrate.output().find("migrated demo"), std::string::npos);
+  Child after({OCTOP_PATH, "--database", db, "--json", "doctor", "--plugin", "demo"});
+  ASSERT_EQ(after.Wait(30s), 0) << after.output();
+  Json report = Json::parse(after.output());
+  EXPECT_TRUE(report["healthy"].get<bool>());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
