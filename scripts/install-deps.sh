@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package octop needs to build, test and run its demo. Idempotent: packages already present
 # are skipped, and apt-get runs only when something is missing. Needs root (or sudo) when it has to install.
-#   scripts/install-deps.sh            build + test dependencies
-#   scripts/install-deps.sh --browser  also chromium for the dashboard end-to-end tests
+#   scripts/install-deps.sh            build, test and demo dependencies (chromium is there for the dashboard's
+#                                      end-to-end tests)
 set -euo pipefail
 
 packages=(
@@ -12,11 +12,8 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libhowardhinnant-date-dev prometheus-cpp-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
   libsqlite3-dev sqlite3 libpq-dev postgresql postgresql-contrib
-  nodejs npm faketime procps curl
+  nodejs npm faketime procps curl chromium
 )
-if [[ "${1:-}" == "--browser" ]]; then
-  packages+=(chromium)
-fi
 
 missing=()
 for p in "${packages[@]}"; do

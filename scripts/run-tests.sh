@@ -5,11 +5,14 @@
 #   3. the TSan build: every test again
 #   4. the libFuzzer targets (clang), FUZZ_SECONDS each (default 10)
 #   5. the cron differential check against the npm `cron` package (when node is present)
-#   6. clang-format check
-# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle format") picks stages for a quicker local run.
+#   6. the dashboard's end-to-end tests in headless chromium against a real octopd
+#   7. clang-format check
+# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle e2e format") picks stages for a quicker local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle format"}
+stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle e2e format"}
+# ccache keyed on paths relative to the checkout, so a fresh clone in another folder still hits the cache.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs=$(nproc)
 export CTEST_OUTPUT_ON_FAILURE=1
 
@@ -49,6 +52,15 @@ if has oracle; then
     tools/cron-oracle/run.sh
   else
     echo "run-tests: node not found, cron differential check skipped"
+  fi
+fi
+
+if has e2e; then
+  if [[ -x tests/e2e/run.sh ]]; then
+    echo "run-tests: dashboard end-to-end tests (headless chromium)"
+    OCTOPD_BINARY="$PWD/build/debug/apps/octopd/octopd" tests/e2e/run.sh
+  else
+    echo "run-tests: no end-to-end tests yet"
   fi
 fi
 
