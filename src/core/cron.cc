@@ -150,7 +150,7 @@ int64_t ParseDigits(std::string_view digits) {
   constexpr int64_t kSaturated = int64_t{1} << 60;
   int64_t value = 0;
   for (const char c : digits) {
-    value = std::min(kSaturated, value * 10 + (c - '0'));
+    value = value >= kSaturated / 10 ? kSaturated : value * 10 + (c - '0');
   }
   return value;
 }
