@@ -1,0 +1,522 @@
+// The Tasks page: polls every plugin's scheduler API every 2 s while the tab is visible, renders one table per
+// plugin, and sends Trigger / Cancel. Rows are keyed by plugin and task id and updated in place, so an open
+// error, a pressed button or a message survives the refresh. Every value from the API is set as text, never
+// as HTML. A POST answered 401 asks for the bearer token (once; it is kept in sessionStorage) and retries.
+(function () {
+  'use strict';
+
+  const F = window.OctopFormat;
+  const POLL_MS = 2000;
+  const REQUEST_TIMEOUT_MS = 8000;
+  const TOKEN_KEY = 'octop.token';
+  const MESSAGE_MS = { ok: 6000, error: 20000 };
+
+  const $ = (id) => document.getElementById(id);
+  const pluginsEl = $('plugins');
+
+  const view = {
+    plugins: new Map(), // pluginId -> {section, tbody, count, error, rows: Map taskId -> row}
+    data: new Map(), // pluginId -> {tasks} | {error}
+    order: [],
+    lastOk: null,
+    refreshes: 0,
+  };
+
+  function el(tag, className, text) {
+    const e = document.createElement(tag);
+    if (className) e.className = className;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function setText(e, text) {
+    if (e.textContent !== text) e.textContent = text;
+  }
+  function tasksUrl(pluginId) {
+    return `api/${encodeURIComponent(pluginId)}/.backstage/scheduler/v1/tasks`;
+  }
+
+  // ---- Requests ----------------------------------------------------------------------------------------
+
+  function token() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY);
+    } catch (e) {
+      return null;
+    }
+  }
+  function setToken(value) {
+    try {
+      if (value) sessionStorage.setItem(TOKEN_KEY, value);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (e) {
+      // Storage disabled: the token then lives only as long as this call chain.
+    }
+    renderTokenStatus();
+  }
+
+  async function request(method, url, bearer) {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
+    const headers = { Accept: 'application/json' };
+    if (bearer) headers.Authorization = `Bearer ${bearer}`;
+    try {
+      const res = await fetch(url, { method, headers, signal: controller.signal, cache: 'no-store' });
+      const body = await res.text();
+      return { status: res.status, ok: res.ok, body };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function getJson(url) {
+    const r = await request('GET', url, token());
+    if (!r.ok) throw new Error(F.describeApiError(r.status, r.body));
+    return JSON.parse(r.body);
+  }
+
+  // A POST; on 401 it asks for the token (again only if the one tried was rejected) and retries. Resolves to
+  // {ok, status, message}; `cancelled` when the user closed the token form.
+  async function post(url) {
+    let bearer = token();
+    let r = await request('POST', url, bearer);
+    while (r.status === 401) {
+      const rejected = Boolean(bearer);
+      if (rejected) setToken(null);
+      bearer = await askForToken(rejected ? 'That token was rejected; enter the current one.' : null);
+      if (!bearer) {
+        return { ok: false, status: 401, cancelled: true,
+          message: 'Not sent: this octopd requires a bearer token for trigger and cancel.' };
+      }
+      r = await request('POST', url, bearer);
+      if (r.status !== 401) setToken(bearer);
+    }
+    return { ok: r.ok, status: r.status, message: r.ok ? '' : F.describeApiError(r.status, r.body) };
+  }
+
+  // ---- The token form ----------------------------------------------------------------------------------
+
+  let pendingToken = null; // one form for every POST waiting on it
+
+  function askForToken(errorText) {
+    if (pendingToken) return pendingToken;
+    const dialog = $('token-dialog');
+    const input = $('token-input');
+    const error = $('token-error');
+    error.hidden = !errorText;
+    error.textContent = errorText || '';
+    input.value = '';
+    pendingToken = new Promise((resolve) => {
+      const finish = (value) => {
+        $('token-form').removeEventListener('submit', onSubmit);
+        $('token-cancel').removeEventListener('click', onCancel);
+        dialog.removeEventListener('cancel', onCancel);
+        if (dialog.open) dialog.close();
+        pendingToken = null;
+        resolve(value);
+      };
+      const onSubmit = (event) => {
+        event.preventDefault();
+        const value = input.value.trim();
+        if (!value) {
+          error.hidden = false;
+          error.textContent = 'Enter the token configured as http.token.';
+          return;
+        }
+        finish(value);
+      };
+      const onCancel = (event) => {
+        event.preventDefault();
+        finish(null);
+      };
+      $('token-form').addEventListener('submit', onSubmit);
+      $('token-cancel').addEventListener('click', onCancel);
+      dialog.addEventListener('cancel', onCancel);
+    });
+    dialog.showModal();
+    input.focus();
+    return pendingToken;
+  }
+
+  function renderTokenStatus() {
+    $('token-status').hidden = !token();
+  }
+  $('forget-token').addEventListener('click', () => setToken(null));
+
+  // ---- Rendering ---------------------------------------------------------------------------------------
+
+  function timeBlock(container, iso, now, prefix) {
+    const ms = Date.parse(iso);
+    container.replaceChildren();
+    if (Number.isNaN(ms)) {
+      container.append(el('span', 'muted', iso));
+      return;
+    }
+    const abs = el('time', 'abs', (prefix || '') + F.formatAbsolute(ms, now));
+    abs.dateTime = iso;
+    abs.title = iso;
+    container.append(abs, el('span', 'rel', F.formatRelative(ms, now)));
+  }
+
+  function createPluginSection(pluginId) {
+    const section = el('section', 'plugin');
+    section.dataset.plugin = pluginId;
+    const head = el('div', 'plugin-head');
+    const title = el('h2', null);
+    title.append(el('span', 'plugin-label', 'plugin'), el('span', 'plugin-id', pluginId));
+    const count = el('span', 'plugin-count');
+    head.append(title, count);
+    const error = el('div', 'banner error');
+    error.hidden = true;
+    const wrap = el('div', 'table-wrap');
+    const table = el('table', 'tasks');
+    const thead = el('thead');
+    const hr = el('tr');
+    for (const h of ['Task', 'Cadence', 'State', 'Next run', 'Last run', 'Worker', '']) hr.append(el('th', null, h));
+    thead.append(hr);
+    const tbody = el('tbody');
+    table.append(thead, tbody);
+    wrap.append(table);
+    const empty = el('p', 'empty', 'No tasks registered on this node for this plugin.');
+    empty.hidden = true;
+    section.append(head, error, wrap, empty);
+    return { section, tbody, count, error, wrap, empty, rows: new Map() };
+  }
+
+  function createRow(pluginId, taskId) {
+    const tr = el('tr', 'task');
+    tr.dataset.plugin = pluginId;
+    tr.dataset.task = taskId;
+    const cells = {};
+    for (const name of ['task', 'cadence', 'state', 'next', 'last', 'worker', 'actions']) {
+      cells[name] = el('td', name);
+      tr.append(cells[name]);
+    }
+    const id = el('span', 'task-id', taskId);
+    const scope = el('span', 'badge scope');
+    cells.task.append(id, scope);
+
+    const words = el('div', 'cadence-words');
+    const raw = el('code', 'cadence-raw');
+    cells.cadence.append(words, raw);
+
+    const status = el('span', 'badge status');
+    const stateLines = el('div', 'lines');
+    cells.state.append(status, stateLines);
+
+    const next = el('div', 'when');
+    cells.next.append(next);
+
+    const lastWhen = el('div', 'when');
+    const result = el('div', 'result');
+    cells.last.append(lastWhen, result);
+
+    const worker = el('span', 'badge worker');
+    cells.worker.append(worker);
+
+    const buttons = el('div', 'buttons');
+    const trigger = el('button', 'button primary small', 'Trigger');
+    trigger.type = 'button';
+    trigger.dataset.action = 'trigger';
+    const cancel = el('button', 'button secondary small', 'Cancel');
+    cancel.type = 'button';
+    cancel.dataset.action = 'cancel';
+    buttons.append(trigger, cancel);
+    const message = el('div', 'action-message');
+    message.setAttribute('role', 'status');
+    message.hidden = true;
+    cells.actions.append(buttons, message);
+
+    const row = { tr, pluginId, taskId, scope, words, raw, status, stateLines, next, lastWhen, result, worker,
+      trigger, cancel, message, resultKey: null, messageTimer: null };
+    trigger.addEventListener('click', () => act(row, 'trigger'));
+    cancel.addEventListener('click', () => act(row, 'cancel'));
+    return row;
+  }
+
+  // The last run's outcome: "succeeded", or "failed" with the parsed error behind a <details>. Rebuilt only
+  // when the outcome changes, so an expanded error stays open across refreshes.
+  function renderResult(row, errorText, ended) {
+    const hasError = errorText !== undefined && errorText !== null;
+    const key = hasError ? `error:${errorText}` : ended ? 'ok' : 'none';
+    if (key === row.resultKey) return;
+    row.resultKey = key;
+    row.result.replaceChildren();
+    if (!hasError) {
+      if (ended) row.result.append(el('span', 'badge ok', 'succeeded'));
+      return;
+    }
+    const err = F.parseRunError(errorText);
+    const details = el('details', 'run-error');
+    const summary = el('summary');
+    const firstLine = err.message.split('\n')[0];
+    summary.append(el('span', 'badge fail', 'failed'),
+      el('span', 'error-summary', firstLine.length > 90 ? firstLine.slice(0, 89) + '…' : firstLine));
+    const body = el('div', 'error-body');
+    body.append(el('div', 'error-name', err.name), el('pre', 'error-message', err.message));
+    for (let cause = err.cause; cause; cause = cause.cause) {
+      body.append(el('div', 'error-name', `caused by ${cause.name}`), el('pre', 'error-message', cause.message));
+    }
+    if (err.stack) body.append(el('div', 'error-name', 'stack'), el('pre', 'error-stack', err.stack));
+    details.append(summary, body);
+    row.result.append(details);
+  }
+
+  function renderRow(row, task, now) {
+    const scope = task.scope || 'global';
+    setText(row.scope, scope);
+    row.scope.dataset.value = scope;
+
+    const cadence = F.describeCadence(task.settings);
+    setText(row.words, cadence.words);
+    row.words.dataset.kind = cadence.kind;
+    const timeout = task.settings && task.settings.timeoutAfterDuration;
+    const rawText = cadence.phrased && cadence.kind !== 'manual' ? cadence.raw : '';
+    setText(row.raw, rawText);
+    row.raw.hidden = !rawText;
+    row.words.title = `cadence ${cadence.raw}` + (timeout ? ` · timeout ${timeout}` : '') +
+      (task.settings && task.settings.initialDelayDuration ? ` · initial delay ${task.settings.initialDelayDuration}` : '');
+
+    const st = task.taskState;
+    const status = st ? st.status : 'unknown';
+    setText(row.status, st ? status : 'no state');
+    row.status.dataset.value = status;
+    row.tr.dataset.status = status;
+    row.stateLines.replaceChildren();
+    if (st && st.status === 'running') {
+      if (st.startedAt) {
+        const since = el('div', 'line');
+        since.append(el('span', 'label', 'since '));
+        const t = el('span');
+        timeBlock(t, st.startedAt, now);
+        since.append(t);
+        row.stateLines.append(since);
+      }
+      if (st.timesOutAt) {
+        const out = el('div', 'line');
+        out.append(el('span', 'label', 'times out '));
+        const t = el('span');
+        timeBlock(t, st.timesOutAt, now);
+        out.append(t);
+        row.stateLines.append(out);
+      }
+    } else if (!st) {
+      row.stateLines.append(el('div', 'line muted', 'its row is gone from the database'));
+    }
+
+    if (st && st.status === 'idle' && st.startsAt) {
+      timeBlock(row.next, st.startsAt, now);
+      if (Date.parse(st.startsAt) <= now) row.next.lastChild.textContent = 'due now';
+    } else if (st && st.status === 'running') {
+      row.next.replaceChildren(el('span', 'muted', 'after this run'));
+    } else if (cadence.kind === 'manual') {
+      row.next.replaceChildren(el('span', 'muted', 'when triggered'));
+    } else {
+      row.next.replaceChildren(el('span', 'muted', '—'));
+    }
+
+    if (st && st.lastRunEndedAt) {
+      timeBlock(row.lastWhen, st.lastRunEndedAt, now, 'ended ');
+    } else {
+      row.lastWhen.replaceChildren(el('span', 'muted', 'never ran'));
+    }
+    renderResult(row, st ? st.lastRunError : undefined, Boolean(st && st.lastRunEndedAt));
+
+    const worker = task.workerState ? task.workerState.status : 'none';
+    setText(row.worker, worker === 'none' ? '—' : worker);
+    row.worker.dataset.value = worker;
+  }
+
+  function matchesFilter(pluginId, taskId) {
+    const q = $('filter').value.trim().toLowerCase();
+    return !q || taskId.toLowerCase().includes(q) || pluginId.toLowerCase().includes(q);
+  }
+
+  function render() {
+    const now = Date.now();
+    let total = 0;
+    let running = 0;
+    let failed = 0;
+    // Sections in the API's plugin order; sections of plugins that went away are removed.
+    for (const [pluginId, p] of view.plugins) {
+      if (!view.order.includes(pluginId)) {
+        p.section.remove();
+        view.plugins.delete(pluginId);
+      }
+    }
+    let previous = null;
+    for (const pluginId of view.order) {
+      let p = view.plugins.get(pluginId);
+      if (!p) {
+        p = createPluginSection(pluginId);
+        view.plugins.set(pluginId, p);
+      }
+      const expectedPosition = previous ? previous.nextSibling : pluginsEl.firstChild;
+      if (expectedPosition !== p.section) pluginsEl.insertBefore(p.section, expectedPosition);
+      previous = p.section;
+
+      const data = view.data.get(pluginId);
+      p.error.hidden = !(data && data.error);
+      if (data && data.error) setText(p.error, `Cannot load this plugin's tasks: ${data.error}`);
+      const tasks = data && data.tasks ? data.tasks : null;
+      if (!tasks) continue; // keep the last rows shown when a refresh fails
+      const seen = new Set();
+      let previousRow = null;
+      let shown = 0;
+      for (const task of tasks) {
+        seen.add(task.taskId);
+        let row = p.rows.get(task.taskId);
+        if (!row) {
+          row = createRow(pluginId, task.taskId);
+          p.rows.set(task.taskId, row);
+        }
+        const expected = previousRow ? previousRow.tr.nextSibling : p.tbody.firstChild;
+        if (expected !== row.tr) p.tbody.insertBefore(row.tr, expected);
+        previousRow = row;
+        renderRow(row, task, now);
+        row.tr.hidden = !matchesFilter(pluginId, task.taskId);
+        if (!row.tr.hidden) shown++;
+        total++;
+        if (task.taskState && task.taskState.status === 'running') running++;
+        if (task.taskState && task.taskState.lastRunError) failed++;
+      }
+      for (const [taskId, row] of p.rows) {
+        if (!seen.has(taskId)) {
+          row.tr.remove();
+          p.rows.delete(taskId);
+        }
+      }
+      setText(p.count, tasks.length === 1 ? '1 task' : `${tasks.length} tasks`);
+      p.wrap.hidden = tasks.length === 0;
+      p.empty.hidden = tasks.length !== 0;
+      p.section.hidden = tasks.length > 0 && shown === 0;
+    }
+    $('empty').hidden = view.order.length !== 0 || view.lastOk === null;
+    const parts = [`${view.order.length} plugin${view.order.length === 1 ? '' : 's'}`,
+      `${total} task${total === 1 ? '' : 's'}`];
+    if (running) parts.push(`${running} running`);
+    if (failed) parts.push(`${failed} failed last run`);
+    setText($('summary'), view.lastOk === null ? '' : parts.join(' · '));
+  }
+
+  // ---- Live status -------------------------------------------------------------------------------------
+
+  function setLive(kind, text) {
+    const live = $('live');
+    live.dataset.state = kind;
+    setText($('live-text'), text);
+  }
+
+  function showConnectionError(message) {
+    const banner = $('connection-error');
+    banner.hidden = !message;
+    setText(banner, message ? `Cannot reach octopd: ${message}. Retrying every ${POLL_MS / 1000} s.` : '');
+  }
+
+  // ---- Polling -----------------------------------------------------------------------------------------
+
+  let timer = null;
+  let inFlight = null;
+
+  async function loadOnce() {
+    document.body.dataset.loading = 'true';
+    try {
+      const { plugins } = await getJson('api/octop/v1/plugins');
+      const order = Array.isArray(plugins) ? plugins : [];
+      const results = await Promise.all(order.map(async (pluginId) => {
+        try {
+          return [pluginId, await getJson(tasksUrl(pluginId))];
+        } catch (e) {
+          return [pluginId, { error: e.message }];
+        }
+      }));
+      view.order = order;
+      for (const [pluginId, data] of results) {
+        const previous = view.data.get(pluginId);
+        // A failed refresh keeps the last tasks shown, with the error above them.
+        view.data.set(pluginId, data.error && previous ? { tasks: previous.tasks, error: data.error } : data);
+      }
+      for (const pluginId of [...view.data.keys()]) if (!order.includes(pluginId)) view.data.delete(pluginId);
+      view.lastOk = Date.now();
+      showConnectionError(null);
+      if (!document.hidden) setLive('live', `Live · updated ${F.formatAbsolute(view.lastOk, view.lastOk)}`);
+    } catch (e) {
+      const reason = e.name === 'AbortError' ? 'the request timed out' : e.message;
+      showConnectionError(reason);
+      setLive('error', 'Disconnected');
+    }
+    view.refreshes++;
+    document.body.dataset.refreshes = String(view.refreshes);
+    delete document.body.dataset.loading;
+    render();
+  }
+
+  function refresh() {
+    if (!inFlight) inFlight = loadOnce().finally(() => { inFlight = null; });
+    return inFlight;
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = null;
+    if (document.hidden) return;
+    timer = setTimeout(tick, POLL_MS);
+  }
+
+  async function tick() {
+    await refresh();
+    schedule();
+  }
+
+  document.addEventListener('visibilitychange', () => {
+    if (document.hidden) {
+      clearTimeout(timer);
+      timer = null;
+      setLive('paused', 'Paused while the tab is hidden');
+    } else {
+      tick();
+    }
+  });
+
+  // ---- Actions -----------------------------------------------------------------------------------------
+
+  function showMessage(row, kind, text) {
+    clearTimeout(row.messageTimer);
+    row.message.hidden = false;
+    row.message.dataset.kind = kind;
+    row.message.replaceChildren(el('span', 'text', text));
+    if (kind === 'error') {
+      const close = el('button', 'link-button dismiss', '×');
+      close.type = 'button';
+      close.setAttribute('aria-label', 'Dismiss');
+      close.addEventListener('click', () => { row.message.hidden = true; });
+      row.message.append(close);
+    }
+    row.messageTimer = setTimeout(() => { row.message.hidden = true; }, MESSAGE_MS[kind] || MESSAGE_MS.ok);
+  }
+
+  async function act(row, action) {
+    const button = action === 'trigger' ? row.trigger : row.cancel;
+    button.disabled = true;
+    button.setAttribute('aria-busy', 'true');
+    try {
+      const url = `${tasksUrl(row.pluginId)}/${encodeURIComponent(row.taskId)}/${action}`;
+      const result = await post(url);
+      if (result.ok) {
+        showMessage(row, 'ok', action === 'trigger' ? 'Triggered: it starts within moments.' : 'Cancel requested.');
+      } else {
+        showMessage(row, 'error', result.message);
+      }
+    } catch (e) {
+      showMessage(row, 'error', `Request failed: ${e.name === 'AbortError' ? 'timed out' : e.message}`);
+    } finally {
+      button.disabled = false;
+      button.removeAttribute('aria-busy');
+    }
+    await refresh();
+  }
+
+  $('filter').addEventListener('input', render);
+
+  renderTokenStatus();
+  tick();
+})();

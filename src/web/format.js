@@ -1,0 +1,279 @@
+// OctopFormat: the dashboard's pure formatting functions -- a task's cadence in words, absolute and relative
+// times, a run's serialized error, and an API error body as a readable line. No DOM access, so the same file is
+// loaded by the page (as window.OctopFormat) and by the Node unit tests (as a CommonJS module).
+(function (root, factory) {
+  const api = factory();
+  if (typeof module === 'object' && module.exports) module.exports = api;
+  else root.OctopFormat = api;
+})(typeof self !== 'undefined' ? self : this, function () {
+  'use strict';
+
+  // ---- Durations ---------------------------------------------------------------------------------------
+
+  const ISO_DURATION =
+    /^P(?:(\d+(?:[.,]\d+)?)Y)?(?:(\d+(?:[.,]\d+)?)M)?(?:(\d+(?:[.,]\d+)?)W)?(?:(\d+(?:[.,]\d+)?)D)?(?:T(?:(\d+(?:[.,]\d+)?)H)?(?:(\d+(?:[.,]\d+)?)M)?(?:(\d+(?:[.,]\d+)?)S)?)?$/;
+  const DURATION_UNITS = ['year', 'month', 'week', 'day', 'hour', 'minute', 'second'];
+
+  // "PT1H30M" -> [{n: 1, unit: 'hour'}, {n: 30, unit: 'minute'}]; null when it is not an ISO duration.
+  function parseIsoDuration(iso) {
+    if (typeof iso !== 'string' || iso === 'P' || iso.endsWith('T')) return null;
+    const m = ISO_DURATION.exec(iso);
+    if (!m) return null;
+    const parts = [];
+    DURATION_UNITS.forEach((unit, i) => {
+      if (m[i + 1] !== undefined) parts.push({ n: Number(m[i + 1].replace(',', '.')), unit });
+    });
+    return parts;
+  }
+
+  function plural(n, unit) {
+    return `${n} ${unit}${n === 1 ? '' : 's'}`;
+  }
+
+  // "every 10 minutes", "every hour", "every 1 hour 30 minutes"; null when `iso` is not a duration.
+  function describeDuration(iso) {
+    const parts = parseIsoDuration(iso);
+    if (!parts) return null;
+    const nonZero = parts.filter((p) => p.n !== 0);
+    if (nonZero.length === 0) return 'continuously (no pause between runs)';
+    if (nonZero.length === 1 && nonZero[0].n === 1) return `every ${nonZero[0].unit}`;
+    return 'every ' + nonZero.map((p) => plural(p.n, p.unit)).join(' ');
+  }
+
+  // ---- Cron --------------------------------------------------------------------------------------------
+
+  // The npm cron package's macros (what octop's parser accepts), expanded to its six-field form.
+  const CRON_MACROS = {
+    '@yearly': '0 0 0 1 1 *',
+    '@annually': '0 0 0 1 1 *',
+    '@monthly': '0 0 0 1 * *',
+    '@weekly': '0 0 0 * * 0',
+    '@daily': '0 0 0 * * *',
+    '@hourly': '0 0 * * * *',
+    '@minutely': '0 * * * * *',
+    '@secondly': '* * * * * *',
+    '@weekdays': '0 0 0 * * 1-5',
+    '@weekends': '0 0 0 * * 0,6',
+  };
+  const DAY_NAMES = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+  const DAY_ABBREV = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
+  const MONTH_NAMES = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August',
+    'September', 'October', 'November', 'December'];
+  const MONTH_ABBREV = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
+
+  const isAny = (f) => f === '*' || f === '?';
+  const isNumber = (f) => /^\d+$/.test(f);
+  // "*/15" or "0/15" (a step from the field's start) -> 15.
+  function everyStep(f) {
+    const m = /^(?:\*|0)\/(\d+)$/.exec(f);
+    return m ? Number(m[1]) : null;
+  }
+  const pad2 = (n) => String(n).padStart(2, '0');
+
+  function dayOfWeek(f) {
+    const upper = f.toUpperCase();
+    if (DAY_ABBREV.includes(upper)) return DAY_ABBREV.indexOf(upper);
+    if (isNumber(f) && Number(f) <= 7) return Number(f) % 7;
+    return null;
+  }
+  function month(f) {
+    const upper = f.toUpperCase();
+    if (MONTH_ABBREV.includes(upper)) return MONTH_ABBREV.indexOf(upper);
+    if (isNumber(f) && Number(f) >= 1 && Number(f) <= 12) return Number(f) - 1;
+    return null;
+  }
+  function ordinal(n) {
+    const s = n % 100 >= 11 && n % 100 <= 13 ? 'th' : ['th', 'st', 'nd', 'rd'][n % 10] || 'th';
+    return `${n}${s}`;
+  }
+  function joinWords(words) {
+    if (words.length <= 1) return words.join('');
+    return words.slice(0, -1).join(', ') + ' and ' + words[words.length - 1];
+  }
+
+  // The day part of a cron phrase: '' for every day, 'on weekdays', 'on Mondays and Fridays',
+  // 'on the 1st of every month', 'on 1 January'; null when it has no simple phrasing.
+  function describeDays(dom, mon, dow) {
+    if (isAny(dom) && isAny(mon) && isAny(dow)) return '';
+    if (isAny(dom) && isAny(mon)) {
+      const d = dow.toUpperCase();
+      if (d === '1-5' || d === 'MON-FRI') return 'on weekdays';
+      if (['0,6', '6,0', 'SAT,SUN', 'SUN,SAT', '6,7', '7,6'].includes(d)) return 'on weekends';
+      const days = dow.split(',').map(dayOfWeek);
+      if (days.some((x) => x === null)) return null;
+      return 'on ' + joinWords(days.map((x) => DAY_NAMES[x] + 's'));
+    }
+    if (isNumber(dom) && isAny(dow)) {
+      if (isAny(mon)) return `on the ${ordinal(Number(dom))} of every month`;
+      const m = month(mon);
+      if (m !== null) return `on ${Number(dom)} ${MONTH_NAMES[m]}`;
+    }
+    return null;
+  }
+
+  // A cron expression in words, or null when it has no simple phrasing. Times are the expression's own wall
+  // clock (the caller adds the time zone).
+  function phraseCron(expr) {
+    let text = expr.trim();
+    if (text.startsWith('@')) {
+      text = CRON_MACROS[text.toLowerCase()];
+      if (!text) return null;
+    }
+    let fields = text.split(/\s+/);
+    if (fields.length === 5) fields = ['0', ...fields];
+    if (fields.length !== 6) return null;
+    const [sec, min, hour, dom, mon, dow] = fields;
+    const days = describeDays(dom, mon, dow);
+    if (days === null) return null;
+    const withDays = (phrase) => (days ? `${phrase} ${days}` : phrase);
+
+    const secStep = everyStep(sec);
+    const minStep = everyStep(min);
+    const hourStep = everyStep(hour);
+    const secNote = isNumber(sec) && Number(sec) !== 0 ? ` at second ${Number(sec)}` : '';
+
+    // Fixed wall-clock times: "at 02:00 daily", "at 09:00 and 17:00 on weekdays".
+    if (isNumber(sec) && isNumber(min) && /^\d+(,\d+)*$/.test(hour)) {
+      const times = hour.split(',').map((h) => {
+        let t = `${pad2(Number(h))}:${pad2(Number(min))}`;
+        if (Number(sec) !== 0) t += `:${pad2(Number(sec))}`;
+        return t;
+      });
+      return `at ${joinWords(times)} ${days || 'daily'}`;
+    }
+    if (isAny(hour) || hourStep !== null) {
+      if (isAny(min) && isAny(hour)) {
+        if (isAny(sec)) return withDays('every second');
+        if (secStep !== null) return withDays(secStep === 1 ? 'every second' : `every ${secStep} seconds`);
+        if (isNumber(sec)) return withDays('every minute' + secNote);
+      }
+      if (minStep !== null && isAny(hour) && isNumber(sec)) {
+        return withDays((minStep === 1 ? 'every minute' : `every ${minStep} minutes`) + secNote);
+      }
+      if (isNumber(min) && isNumber(sec)) {
+        const at = Number(min) === 0 && Number(sec) === 0 ? '' : ` at :${pad2(Number(min))}${secNote}`;
+        if (isAny(hour)) return withDays('every hour' + at);
+        return withDays((hourStep === 1 ? 'every hour' : `every ${hourStep} hours`) + at);
+      }
+    }
+    return null;
+  }
+
+  // A task's settings.cadence in words: {kind: 'manual'|'duration'|'cron', words, raw, phrased}.
+  // `phrased` is false when the words are the raw cron (no simple phrasing exists).
+  function describeCadence(settings) {
+    const cadence = settings && typeof settings.cadence === 'string' ? settings.cadence : '';
+    const timeZone = settings && typeof settings.timeZone === 'string' ? settings.timeZone : null;
+    if (cadence === 'manual') {
+      return { kind: 'manual', words: 'manual', raw: cadence, phrased: true };
+    }
+    if (cadence.startsWith('P')) {
+      const words = describeDuration(cadence);
+      return { kind: 'duration', words: words || cadence, raw: cadence, phrased: words !== null };
+    }
+    const phrase = phraseCron(cadence);
+    const zone = timeZone ? ` (${timeZone})` : '';
+    if (phrase === null) return { kind: 'cron', words: `cron ${cadence}${zone}`, raw: cadence, phrased: false };
+    return { kind: 'cron', words: phrase + zone, raw: cadence, phrased: true };
+  }
+
+  // ---- Times -------------------------------------------------------------------------------------------
+
+  // "in 3 min", "45 s ago", "in 2 h 5 min", "now" / "just now".
+  function formatRelative(thenMs, nowMs) {
+    const delta = thenMs - nowMs;
+    const abs = Math.abs(delta);
+    let amount;
+    if (abs < 1000) return delta > 0 ? 'now' : 'just now';
+    if (abs < 60 * 1000) amount = `${Math.floor(abs / 1000)} s`;
+    else if (abs < 60 * 60 * 1000) amount = `${Math.floor(abs / 60000)} min`;
+    else if (abs < 24 * 60 * 60 * 1000) {
+      const h = Math.floor(abs / 3600000);
+      const m = Math.floor((abs % 3600000) / 60000);
+      amount = m ? `${h} h ${m} min` : `${h} h`;
+    } else {
+      const d = Math.floor(abs / 86400000);
+      amount = d === 1 ? '1 day' : `${d} days`;
+    }
+    return delta > 0 ? `in ${amount}` : `${amount} ago`;
+  }
+
+  // The browser's local time: "14:03:05" today, "Tue 3 Dec 01:59:59" otherwise (year added when it differs).
+  // Seconds always show: a cron task's first run is due one second before the occurrence (Backstage's
+  // sendAt() minus 1 s), and "01:59" for a 02:00 job would look like a bug.
+  function formatAbsolute(thenMs, nowMs) {
+    const t = new Date(thenMs);
+    const now = new Date(nowMs);
+    const clock = `${pad2(t.getHours())}:${pad2(t.getMinutes())}:${pad2(t.getSeconds())}`;
+    if (t.toDateString() === now.toDateString()) return clock;
+    const day = `${DAY_NAMES[t.getDay()].slice(0, 3)} ${t.getDate()} ${MONTH_NAMES[t.getMonth()].slice(0, 3)}`;
+    const year = t.getFullYear() === now.getFullYear() ? '' : ` ${t.getFullYear()}`;
+    return `${day}${year} ${clock}`;
+  }
+
+  // ---- Errors ------------------------------------------------------------------------------------------
+
+  // A taskState.lastRunError (serialized-error JSON text) as {name, message, stack, cause, raw}.
+  function parseRunError(text) {
+    if (text === undefined || text === null) return null;
+    const raw = typeof text === 'string' ? text : JSON.stringify(text);
+    let value = text;
+    if (typeof text === 'string') {
+      try {
+        value = JSON.parse(text);
+      } catch (e) {
+        return { name: 'Error', message: text, stack: null, cause: null, raw };
+      }
+    }
+    if (value && typeof value === 'object' && !Array.isArray(value)) {
+      const message = typeof value.message === 'string' ? value.message : JSON.stringify(value);
+      return {
+        name: typeof value.name === 'string' ? value.name : 'Error',
+        message,
+        stack: typeof value.stack === 'string' ? value.stack : null,
+        cause: value.cause === undefined || value.cause === null ? null : parseRunError(value.cause),
+        raw,
+      };
+    }
+    return { name: 'Error', message: String(value), stack: null, cause: null, raw };
+  }
+
+  const ERROR_TITLES = {
+    NotFoundError: 'Not found',
+    ConflictError: 'Conflict',
+    InputError: 'Invalid request',
+    AuthenticationError: 'Not authorized',
+    NotAllowedError: 'Not allowed',
+    ServiceUnavailableError: 'Unavailable',
+  };
+  const STATUS_TITLES = { 400: 'Invalid request', 401: 'Not authorized', 403: 'Not allowed', 404: 'Not found',
+    405: 'Not allowed', 409: 'Conflict', 413: 'Too large', 500: 'Server error', 503: 'Unavailable' };
+
+  // A failed API call as one readable line: "Conflict: Task x is currently running (HTTP 409)".
+  function describeApiError(status, bodyText) {
+    let name = null;
+    let message = null;
+    try {
+      const body = JSON.parse(bodyText);
+      if (body && body.error) {
+        name = typeof body.error.name === 'string' ? body.error.name : null;
+        message = typeof body.error.message === 'string' ? body.error.message : null;
+      }
+    } catch (e) {
+      message = bodyText && bodyText.length < 300 ? bodyText.trim() : null;
+    }
+    const title = (name && ERROR_TITLES[name]) || STATUS_TITLES[status] || 'Request failed';
+    return `${title}: ${message || 'no details given'} (HTTP ${status})`;
+  }
+
+  return {
+    parseIsoDuration,
+    describeDuration,
+    phraseCron,
+    describeCadence,
+    formatRelative,
+    formatAbsolute,
+    parseRunError,
+    describeApiError,
+  };
+});
