@@ -1,6 +1,7 @@
 // octopd: the octop daemon. Reads a YAML config, runs its tasks, serves the REST API, /metrics and the
 // dashboard. Exit codes: 0 after a graceful stop (SIGTERM/SIGINT), 2 for an invalid config or command line, 1
 // when it cannot start (database or address unavailable).
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -11,18 +12,39 @@
 #include "daemon/daemon.h"
 #include "daemon/daemon_config.h"
 
+// Set by the build to its copy of src/web (apps/octopd/CMakeLists.txt).
+#ifndef OCTOP_DEFAULT_WEB_ROOT
+#define OCTOP_DEFAULT_WEB_ROOT ""
+#endif
+
 int main(int argc, char** argv) {
   CLI::App app{"octopd: distributed task scheduler and job queue daemon"};
   std::string config_path = "octop.yaml";
   std::optional<std::string> listen;
   app.add_option("-c,--config", config_path, "YAML configuration file")->capture_default_str();
   app.add_option("--listen", listen, "override http.listen (host:port; port 0 picks a free one)");
+  // The default is the build tree's copy of src/web; an explicit --web-root must exist ("" serves no dashboard).
+  std::string web_root = OCTOP_DEFAULT_WEB_ROOT;
+  auto* web_root_option =
+      app.add_option("--web-root", web_root, "directory of the dashboard's static files, served at /")
+          ->capture_default_str();
   bool check_only = false;
   app.add_flag("--check", check_only, "validate the configuration and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  std::error_code fs_error;
+  if (!web_root.empty() && !std::filesystem::is_directory(web_root, fs_error)) {
+    if (web_root_option->count() > 0) {
+      std::cerr << "octopd: --web-root: '" << web_root << "' is not a directory\n";
+      return 2;
+    }
+    std::cerr << "octopd: warning: the dashboard directory " << web_root
+              << " is missing; serving the API without the dashboard (pass --web-root)\n";
+    web_root.clear();
   }
 
   auto config = octop::daemon::LoadDaemonConfig(config_path);
@@ -56,7 +78,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  octop::daemon::Daemon daemon(std::move(*config));
+  octop::daemon::Daemon daemon(std::move(*config), web_root);
   if (octop::Status s = daemon.Start(); !s.ok()) {
     spdlog::error("octopd: cannot start: {}", s.message());
     return s.code() == octop::StatusCode::kInvalidArgument ? 2 : 1;

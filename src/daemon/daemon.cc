@@ -91,7 +91,8 @@ TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id,
   return WebhookFunction(std::get<WebhookAction>(action), std::move(plugin_id), std::move(task_id));
 }
 
-Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+Daemon::Daemon(DaemonConfig config, std::string web_root)
+    : config_(std::move(config)), web_root_(std::move(web_root)) {}
 
 Daemon::~Daemon() { Stop(); }
 
@@ -117,6 +118,7 @@ Status Daemon::Start() {
   http_options.host = config_.http.host;
   http_options.port = config_.http.port;
   http_options.token = config_.http.token;
+  http_options.web_root = web_root_;
   http_options.warn = [](std::string_view message) { spdlog::warn("{}", message); };
   // One connection kept for the readiness probe, opened now so an unreachable database fails the start.
   auto probe = store::OpenStore(config_.database, {.ns = "octop"});

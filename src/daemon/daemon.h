@@ -10,6 +10,7 @@
 #define OCTOP_DAEMON_DAEMON_H_
 
 #include <memory>
+#include <string>
 
 #include <octop/scheduler.h>
 #include <octop/status.h>
@@ -32,7 +33,8 @@ TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id,
 
 class Daemon {
  public:
-  explicit Daemon(DaemonConfig config);
+  // `web_root`: a directory of static files (the dashboard) served at /; empty serves none.
+  explicit Daemon(DaemonConfig config, std::string web_root = "");
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -45,6 +47,7 @@ class Daemon {
 
  private:
   DaemonConfig config_;
+  std::string web_root_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<http::ApiServer> server_;
 };
