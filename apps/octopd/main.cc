@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> listen;
   app.add_option("-c,--config", config_path, "YAML configuration file")->capture_default_str();
   app.add_option("--listen", listen, "override http.listen (host:port; port 0 picks a free one)");
-  // The default is the build tree's copy of src/web; an explicit --web-root must exist ("" serves no dashboard).
+  // Default: the build tree's copy of src/web. An explicit --web-root must exist; "" serves no dashboard.
   std::string web_root = OCTOP_DEFAULT_WEB_ROOT;
   auto* web_root_option =
       app.add_option("--web-root", web_root, "directory of the dashboard's static files, served at /")
