@@ -135,10 +135,13 @@ struct TriggerTaskParams {
 };
 
 // Stop the current run: clears current_run_*, sets last_run_ended_at = now and last_run_error_json = error_json.
-// NotFound "Task <id> does not exist"; Conflict "Task <id> is not running". next_run_start_at is not changed.
+// NotFound "Task <id> does not exist"; Conflict "Task <id> is not running". next_run_start_at is not changed unless
+// next_run is given: then it is set as by a release (NullTime, DbNowPlus, AbsoluteTime or FixedRateAfter), so that a
+// cancelled manual task is not claimable again at once (Backstage's cancel writes the next run too).
 struct CancelTaskParams {
   std::string id;
-  std::string error_json;  // the serialized Error("Task was cancelled")
+  std::string error_json;            // the serialized Error("Task was cancelled")
+  std::optional<TimeSpec> next_run;  // absent: next_run_start_at unchanged
 };
 
 // The janitor: clears current_run_* of every run whose current_run_expires_at < now. Returns the ids.

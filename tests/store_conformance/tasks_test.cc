@@ -450,6 +450,45 @@ TEST_P(StoreConformance, CancelOfAMissingTaskIsNotFoundAndOfAnIdleTaskConflict) 
   EXPECT_EQ(Row("idle").last_run_error_json, std::nullopt);
 }
 
+// A cancel may also set the next run (what Backstage's cancel does), so a cancelled manual task is not re-run
+// at once.
+TEST_P(StoreConformance, CancelWithANullNextRunLeavesAManualTaskUnscheduled) {
+  AddTask("m", NullTime{}, kManualSettings);
+  OCTOP_ASSERT_OK(store_->TriggerTask({.id = "m"}));
+  ASSERT_TRUE(Claim("m", "t").has_value());
+  OCTOP_ASSERT_OK(store_->CancelTask(
+      {.id = "m", .error_json = std::string(kCancelledError), .next_run = TimeSpec{NullTime{}}}));
+  const TaskRow row = Row("m");
+  EXPECT_EQ(Show(row.next_run_start_at), "NULL");
+  EXPECT_EQ(row.current_run_ticket, std::nullopt);
+  EXPECT_EQ(Show(row.last_run_ended_at), Show(t0()));
+  clock_.Advance(hours(1));
+  EXPECT_FALSE(Claim("m", "again").has_value()) << "not claimable until triggered again";
+}
+
+TEST_P(StoreConformance, CancelWithANextRunMovesItLikeARelease) {
+  AddTask("d", AbsoluteTime{t0()});
+  clock_.Advance(seconds(10));
+  ASSERT_TRUE(Claim("d", "t").has_value());
+  OCTOP_ASSERT_OK(store_->CancelTask({.id = "d",
+                                      .error_json = std::string(kCancelledError),
+                                      .next_run = TimeSpec{FixedRateAfter{minutes(1)}}}));
+  EXPECT_EQ(Show(Row("d").next_run_start_at), Show(t0() + minutes(1)));
+  EXPECT_FALSE(Claim("d", "again").has_value());
+
+  clock_.Advance(minutes(1));
+  ASSERT_TRUE(Claim("d", "t2").has_value());
+  OCTOP_ASSERT_OK(store_->CancelTask(
+      {.id = "d", .error_json = std::string(kCancelledError), .next_run = TimeSpec{DbNowPlus{minutes(5)}}}));
+  EXPECT_EQ(Show(Row("d").next_run_start_at), Show(t0() + seconds(10) + minutes(6)));
+
+  AddTask("idle", AbsoluteTime{t0()});
+  const Status s = store_->CancelTask(
+      {.id = "idle", .error_json = std::string(kCancelledError), .next_run = TimeSpec{NullTime{}}});
+  EXPECT_EQ(s.code(), StatusCode::kConflict);
+  EXPECT_EQ(Show(Row("idle").next_run_start_at), Show(t0())) << "a failed cancel writes nothing";
+}
+
 // ---- SweepExpiredTaskRuns
 // -----------------------------------------------------------------------------------------
 

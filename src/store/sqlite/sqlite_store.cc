@@ -395,17 +395,17 @@ struct Migration {
   std::string_view script;
   bool knex;  // recorded in knex's table (Backstage's own migrations) rather than octop_migrations
 };
-constexpr std::array<Migration, kLatestSchemaVersion> kMigrations = {{
-    {sql::kMigration1Init, true},
-    {sql::kMigration2NullableNextRun, true},
-    {sql::kMigration3LastRun, true},
-    {sql::kMigration4Jobs, false},
-    {sql::kMigration5Config, false},
-}};
+constexpr std::array kMigrations = {
+    Migration{sql::kMigration1Init, true},    Migration{sql::kMigration2NullableNextRun, true},
+    Migration{sql::kMigration3LastRun, true}, Migration{sql::kMigration4Jobs, false},
+    Migration{sql::kMigration5Config, false},
+};
+// A migration named in store.h needs its SQLite script here, in the same position.
+static_assert(kMigrations.size() == static_cast<std::size_t>(kLatestSchemaVersion));
 
 // Which of kMigrationNames are recorded as applied.
-std::array<bool, kLatestSchemaVersion> ReadApplied(Connection& conn) {
-  std::array<bool, kLatestSchemaVersion> applied{};
+std::array<bool, kMigrations.size()> ReadApplied(Connection& conn) {
+  std::array<bool, kMigrations.size()> applied{};
   bool has_knex = false;
   bool has_octop = false;
   {
@@ -658,11 +658,7 @@ class SqliteStore final : public Store {
           .Bind(":ticket", params.ticket)
           .Bind(":now", now)
           .BindOpt(":error_json", params.error_json);
-      if (const auto* rate = std::get_if<FixedRateAfter>(&params.next_run)) {
-        row.Bind(":period", OffsetModifier(rate->period)).BindNull(":next_at");
-      } else {
-        row.BindNull(":period").BindOpt(":next_at", Resolve(conn, params.next_run, now));
-      }
+      BindNextRun(conn, row, params.next_run, now);
       row.Run();
       return row.Changes() == 1;
     });
@@ -685,7 +681,10 @@ class SqliteStore final : public Store {
     return Guard([&](Connection& conn) {
       const std::string now = Now(conn);
       Stmt update(conn, sql::kCancelTask);
-      update.Bind(":id", params.id).Bind(":now", now).Bind(":error_json", params.error_json).Run();
+      update.Bind(":id", params.id).Bind(":now", now).Bind(":error_json", params.error_json);
+      update.Bind(":keep_next", std::int64_t{params.next_run ? 0 : 1});
+      BindNextRun(conn, update, params.next_run.value_or(NullTime{}), now);
+      update.Run();
       if (update.Changes() == 1) return Status::Ok();
       if (!Exists(conn, params.id)) return NoSuchTask(params.id);
       return ConflictError("Task " + params.id + " is not running");
@@ -776,6 +775,16 @@ class SqliteStore final : public Store {
       Fail(InvalidArgumentError("FixedRateAfter is only meaningful when releasing a task"));
     }
     return std::nullopt;
+  }
+
+  // The :period / :next_at pair of ReleaseTask and CancelTask: a fixed rate is computed in SQL from the row's
+  // previous value; anything else is resolved here.
+  static void BindNextRun(Connection& conn, Stmt& row, const TimeSpec& next_run, const std::string& now) {
+    if (const auto* rate = std::get_if<FixedRateAfter>(&next_run)) {
+      row.Bind(":period", OffsetModifier(rate->period)).BindNull(":next_at");
+    } else {
+      row.BindNull(":period").BindOpt(":next_at", Resolve(conn, next_run, now));
+    }
   }
 
   static bool Exists(Connection& conn, const std::string& id) {

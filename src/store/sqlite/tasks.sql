@@ -77,8 +77,15 @@ SET next_run_start_at = :now
 WHERE id = :id AND current_run_ticket IS NULL;
 
 -- name: CancelTask
+-- :keep_next = 1 leaves next_run_start_at alone; otherwise it is set like ReleaseTask does (:period / :next_at).
 UPDATE backstage_backend_tasks__tasks
-SET current_run_ticket = NULL,
+SET next_run_start_at = CASE
+      WHEN :keep_next = 1 THEN next_run_start_at
+      WHEN :period IS NULL THEN :next_at
+      WHEN next_run_start_at IS NULL THEN :now
+      ELSE max(coalesce(strftime('%Y-%m-%d %H:%M:%f', next_run_start_at, :period), :now), :now)
+    END,
+    current_run_ticket = NULL,
     current_run_started_at = NULL,
     current_run_expires_at = NULL,
     last_run_ended_at = :now,
