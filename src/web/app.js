@@ -191,7 +191,8 @@
       cells[name] = el('td', name);
       tr.append(cells[name]);
     }
-    const id = el('span', 'task-id', taskId);
+    // Ids up to 40 characters never break; longer ones wrap anywhere rather than widen the table.
+    const id = el('span', taskId.length > 40 ? 'task-id long' : 'task-id', taskId);
     const scope = el('span', 'badge scope');
     cells.task.append(id, scope);
 

@@ -114,6 +114,18 @@
   // A cron expression in words, or null when it has no simple phrasing. Times are the expression's own wall
   // clock (the caller adds the time zone).
   function phraseCron(expr) {
+    const p = phraseCronDetailed(expr);
+    return p ? p.words : null;
+  }
+
+  // {words, wallClock}: wallClock when the phrase names times of day or days, so the zone matters.
+  function phraseCronDetailed(expr) {
+    const w = phraseCronWords(expr);
+    if (w === null) return null;
+    return { words: w, wallClock: /^at |\bon /.test(w) };
+  }
+
+  function phraseCronWords(expr) {
     let text = expr.trim();
     if (text.startsWith('@')) {
       text = CRON_MACROS[text.toLowerCase()];
@@ -159,7 +171,8 @@
     return null;
   }
 
-  // A task's settings.cadence in words: {kind: 'manual'|'duration'|'cron', words, raw, phrased}.
+  // A task's settings.cadence in words: {kind: 'manual'|'duration'|'cron', words, raw, phrased}. A cron
+  // names its zone: settings.timeZone when set, otherwise "(server time)" when the phrase has times of day.
   // `phrased` is false when the words are the raw cron (no simple phrasing exists).
   function describeCadence(settings) {
     const cadence = settings && typeof settings.cadence === 'string' ? settings.cadence : '';
@@ -171,10 +184,12 @@
       const words = describeDuration(cadence);
       return { kind: 'duration', words: words || cadence, raw: cadence, phrased: words !== null };
     }
-    const phrase = phraseCron(cadence);
+    const phrase = phraseCronDetailed(cadence);
     const zone = timeZone ? ` (${timeZone})` : '';
     if (phrase === null) return { kind: 'cron', words: `cron ${cadence}${zone}`, raw: cadence, phrased: false };
-    return { kind: 'cron', words: phrase + zone, raw: cadence, phrased: true };
+    // Without settings.timeZone a cron runs in octopd's own local zone, which may not be the browser's.
+    const where = zone || (phrase.wallClock ? ' (server time)' : '');
+    return { kind: 'cron', words: phrase.words + where, raw: cadence, phrased: true };
   }
 
   // ---- Times -------------------------------------------------------------------------------------------

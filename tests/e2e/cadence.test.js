@@ -37,24 +37,30 @@ test('cron in words', () => {
   assert.equal(words('5 * * * *'), 'every hour at :05');
   assert.equal(words('0 */6 * * *'), 'every 6 hours');
   assert.equal(words('15 */2 * * *'), 'every 2 hours at :15');
-  assert.equal(words('0 2 * * *'), 'at 02:00 daily');
+  assert.equal(words('0 2 * * *'), 'at 02:00 daily (server time)');
   assert.equal(words('0 2 * * *', 'Europe/Paris'), 'at 02:00 daily (Europe/Paris)');
-  assert.equal(words('30 6 * * 1-5'), 'at 06:30 on weekdays');
-  assert.equal(words('30 6 * * MON-FRI'), 'at 06:30 on weekdays');
-  assert.equal(words('0 10 * * 0,6'), 'at 10:00 on weekends');
-  assert.equal(words('0 9 * * 1'), 'at 09:00 on Mondays');
-  assert.equal(words('0 9 * * mon,wed,FRI'), 'at 09:00 on Mondays, Wednesdays and Fridays');
-  assert.equal(words('0 9,17 * * *'), 'at 09:00 and 17:00 daily');
-  assert.equal(words('0 0 1 * *'), 'at 00:00 on the 1st of every month');
-  assert.equal(words('0 0 22 * *'), 'at 00:00 on the 22nd of every month');
-  assert.equal(words('0 0 1 1 *'), 'at 00:00 on 1 January');
-  assert.equal(words('0 0 25 DEC *'), 'at 00:00 on 25 December');
-  assert.equal(words('30 0 2 * * *'), 'at 02:00:30 daily');
-  assert.equal(words('*/5 * * * 1-5'), 'every 5 minutes on weekdays');
-  assert.equal(words('@daily'), 'at 00:00 daily');
+  assert.equal(words('30 6 * * 1-5'), 'at 06:30 on weekdays (server time)');
+  assert.equal(words('30 6 * * MON-FRI'), 'at 06:30 on weekdays (server time)');
+  assert.equal(words('0 10 * * 0,6'), 'at 10:00 on weekends (server time)');
+  assert.equal(words('0 9 * * 1'), 'at 09:00 on Mondays (server time)');
+  assert.equal(words('0 9 * * mon,wed,FRI'), 'at 09:00 on Mondays, Wednesdays and Fridays (server time)');
+  assert.equal(words('0 9,17 * * *'), 'at 09:00 and 17:00 daily (server time)');
+  assert.equal(words('0 0 1 * *'), 'at 00:00 on the 1st of every month (server time)');
+  assert.equal(words('0 0 22 * *'), 'at 00:00 on the 22nd of every month (server time)');
+  assert.equal(words('0 0 1 1 *'), 'at 00:00 on 1 January (server time)');
+  assert.equal(words('0 0 25 DEC *'), 'at 00:00 on 25 December (server time)');
+  assert.equal(words('30 0 2 * * *'), 'at 02:00:30 daily (server time)');
+  assert.equal(words('*/5 * * * 1-5'), 'every 5 minutes on weekdays (server time)');
+  assert.equal(words('@daily'), 'at 00:00 daily (server time)');
   assert.equal(words('@hourly'), 'every hour');
-  assert.equal(words('@weekdays'), 'at 00:00 on weekdays');
+  assert.equal(words('@weekdays'), 'at 00:00 on weekdays (server time)');
   assert.equal(words('@secondly'), 'every second');
+});
+
+test('phraseCron gives the bare words', () => {
+  assert.equal(F.phraseCron('0 2 * * *'), 'at 02:00 daily');
+  assert.equal(F.phraseCron('*/15 * * * * *'), 'every 15 seconds');
+  assert.equal(F.phraseCron('5 4 * * 2-4'), null);
 });
 
 test('cron without a simple phrasing stays raw, with its time zone', () => {

@@ -44,7 +44,7 @@ test('lists every plugin\'s tasks with scope, cadence in words, state and next r
     ['demo', 'long-export', 'manual', 'global'],
     ['demo', 'local-cache-refresh', 'every 15 seconds', 'local'],
     ['demo', 'flaky-upstream', 'every 10 minutes', 'global'],
-    ['billing', 'invoice-run', 'at 06:30 on weekdays', 'global'],
+    ['billing', 'invoice-run', 'at 06:30 on weekdays (server time)', 'global'],
     ['billing', 'ledger:sync/eu', 'manual', 'global'],
   ];
   for (const [plugin, task, cadence, scope] of expected) {
