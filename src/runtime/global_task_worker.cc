@@ -18,6 +18,10 @@ namespace {
 constexpr std::chrono::hours kMaxSleep{1};
 // How long a notification wait blocks before re-checking the stop token (the store's Wait also honours it).
 constexpr std::chrono::milliseconds kListenWait{500};
+// A poll that finds a task due but not yet ready is repeated after kEarlyRepoll, at most kMaxEarlyPolls times
+// in a row.
+constexpr std::chrono::milliseconds kEarlyRepoll{1};
+constexpr int kMaxEarlyPolls = 3;
 
 std::string Name(const std::string& plugin_id, std::string_view id) {
   return plugin_id + "/" + std::string(id);
@@ -233,9 +237,10 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
 
 SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
                                           std::chrono::milliseconds interval) {
+  // Due times are derived from the steady time *before* the query: the database read its clock after it, so a
+  // due time can only come out early (answered by another poll right away), never late.
+  const SteadyTime before = context_.clock->SteadyNow();
   Result<store::PollTasksResult> polled = store_.PollTasks({ids});
-  // Steady time after the answer: the database read its clock a little earlier, so the due times derived
-  // below fall just after next_run_start_at in database time, never before it.
   const SteadyTime after = context_.clock->SteadyNow();
   if (!polled.ok()) {
     context_.Log(LogLevel::kWarn, "Task state poll failed, " + polled.status().ToString());
@@ -248,6 +253,7 @@ SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
   for (const store::PolledTask& row : polled->tasks) rows.emplace(row.id, &row);
 
   SteadyTime next_poll = after + interval;
+  bool early = false;
   for (const std::string& id : ids) {
     auto it = rows.find(id);
     if (it == rows.end()) {
@@ -267,11 +273,16 @@ SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
     }
     if (row.running || !row.next_run_start_at.has_value()) continue;  // another node runs it / manual
     SteadyTime due =
-        after + std::chrono::duration_cast<SteadyTime::duration>(*row.next_run_start_at - polled->db_now);
-    // Not ready although due: the store compares at a coarser precision than it reports; do not spin.
-    if (due <= after) due = after + kMinPollInterval;
+        before + std::chrono::duration_cast<SteadyTime::duration>(*row.next_run_start_at - polled->db_now);
+    if (due <= after) {
+      // Due by now but not ready at the query: woken a hair early. Ask again soon -- but a store comparing at
+      // a coarser precision than it reports would make that spin, so back off after a few tries.
+      early = true;
+      due = after + (early_polls_ < kMaxEarlyPolls ? kEarlyRepoll : kMinPollInterval);
+    }
     next_poll = std::min(next_poll, due);
   }
+  early_polls_ = early ? early_polls_ + 1 : 0;
   return next_poll;
 }
 

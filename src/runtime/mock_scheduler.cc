@@ -61,13 +61,13 @@ Status MockScheduler::TriggerTask(std::string_view id) {
       error = "Unknown error";
     }
   }
+  std::vector<std::promise<Status>> waiters;
   {
     std::lock_guard lock(mu_);
     entry->running.reset();
-    entry->completions++;
-    entry->last_error = std::move(error);
+    waiters = std::exchange(entry->waiters, {});
   }
-  completed_.notify_all();
+  for (auto& waiter : waiters) waiter.set_value(error.has_value() ? InternalError(*error) : Status::Ok());
   return Status::Ok();
 }
 
@@ -123,16 +123,17 @@ void MockScheduler::Shutdown() {
   }
 }
 
-Status MockScheduler::WaitForTask(std::string_view id, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
+std::future<Status> MockScheduler::WaitForTask(std::string_view id) {
+  std::promise<Status> promise;
+  std::future<Status> future = promise.get_future();
+  std::lock_guard lock(mu_);
   Entry* entry = FindLocked(id);
-  if (entry == nullptr) return NotFoundError("Task " + std::string(id) + " not found");
-  const std::uint64_t seen = entry->completions;
-  if (!completed_.wait_for(lock, timeout, [&] { return entry->completions > seen; })) {
-    return DeadlineExceededError("Task " + std::string(id) + " did not complete within the timeout");
+  if (entry == nullptr) {
+    promise.set_value(NotFoundError("Task " + std::string(id) + " not found"));
+  } else {
+    entry->waiters.push_back(std::move(promise));
   }
-  if (entry->last_error.has_value()) return InternalError(*entry->last_error);
-  return Status::Ok();
+  return future;
 }
 
 }  // namespace octop::testing

@@ -23,6 +23,10 @@ Result<TaskCadence> TaskCadence::FromSettings(const TaskSettingsV2& settings) {
       OCTOP_ASSIGN_OR_RETURN(CronExpression cron, CronExpression::Parse(settings.cadence));
       cadence.cron = std::move(cron);
       cadence.time_zone = settings.time_zone.value_or("");
+      if (!IsKnownTimeZone(cadence.time_zone)) {
+        return InvalidArgumentError("Unknown time zone '" + cadence.time_zone + "' for cron '" +
+                                    settings.cadence + "'");
+      }
       break;
     }
     case CadenceKind::kDuration: {

@@ -17,9 +17,8 @@
 #ifndef OCTOP_TESTING_MOCK_SCHEDULER_H_
 #define OCTOP_TESTING_MOCK_SCHEDULER_H_
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -56,24 +55,23 @@ class MockScheduler final : public PluginScheduler {
   void Startup();
   void Shutdown();
 
-  // Blocks until a run of `id` that ends after this call has ended: OK if it completed, Internal with the
-  // error message if it threw, DeadlineExceeded after `timeout` (real time), NotFound for an unknown id.
-  Status WaitForTask(std::string_view id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Like Backstage's waitForTask(id) promise: registered at once, ready when the next run of `id` that ends
+  // after this call has ended -- OK if it completed, Internal with the error message if it threw. NotFound
+  // (ready at once) for an unknown id. Call it before the trigger, then wait on the future.
+  std::future<Status> WaitForTask(std::string_view id);
 
  private:
   struct Entry {
     TaskDefinition definition;
     TaskDescriptor descriptor;
     std::shared_ptr<std::stop_source> running;  // set while a call runs
-    std::uint64_t completions = 0;
-    std::optional<std::string> last_error;
+    std::vector<std::promise<Status>> waiters;
   };
   Entry* FindLocked(std::string_view id);
 
   const std::string plugin_id_;
   const MockSchedulerOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable completed_;
   std::vector<std::unique_ptr<Entry>> entries_;  // guarded by mu_; registration order
   bool shut_down_ = false;                       // guarded by mu_
 };

@@ -1,0 +1,91 @@
+#include "runtime/job_metrics.h"
+
+namespace octop::runtime {
+
+JobMetrics::JobMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(registry ? std::move(registry) : std::make_shared<prometheus::Registry>()),
+      enqueued_(&prometheus::BuildCounter()
+                     .Name("octop_jobs_enqueued_total")
+                     .Help("Jobs enqueued by this node")
+                     .Register(*registry_)),
+      completed_(&prometheus::BuildCounter()
+                      .Name("octop_jobs_completed_total")
+                      .Help("Job attempts finished on this node, by result")
+                      .Register(*registry_)),
+      duration_(&prometheus::BuildHistogram()
+                     .Name("octop_jobs_duration_seconds")
+                     .Help("Run time of job handlers")
+                     .Register(*registry_)),
+      latency_(&prometheus::BuildHistogram()
+                    .Name("octop_jobs_start_latency_seconds")
+                    .Help("Time from a job being due to its start, on the database's clock")
+                    .Register(*registry_)),
+      running_(&prometheus::BuildGauge()
+                    .Name("octop_jobs_running")
+                    .Help("Job handlers running on this node")
+                    .Register(*registry_)),
+      rescued_(&prometheus::BuildCounter()
+                    .Name("octop_jobs_rescued_total")
+                    .Help("Expired job runs put back to pending by this node's rescuer")
+                    .Register(*registry_)
+                    .Add({})),
+      deleted_(&prometheus::BuildCounter()
+                    .Name("octop_jobs_deleted_total")
+                    .Help("Finished jobs deleted by this node's retention cleanup")
+                    .Register(*registry_)
+                    .Add({})) {}
+
+const std::vector<double>& JobMetrics::DurationBuckets() {
+  static const std::vector<double> buckets = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
+                                              5,     10,    30,   60,   300, 1800};
+  return buckets;
+}
+
+const std::vector<double>& JobMetrics::LatencyBuckets() {
+  static const std::vector<double> buckets = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                              0.25,   0.5,   1,     2.5,   5,    10,    60};
+  return buckets;
+}
+
+void JobMetrics::Enqueued(const std::string& queue, const std::string& kind) {
+  std::lock_guard lock(mu_);
+  auto& c = enqueued_cache_[{queue, kind}];
+  if (c == nullptr) c = &enqueued_->Add({{"queue", queue}, {"kind", kind}});
+  c->Increment();
+}
+
+void JobMetrics::Completed(const std::string& queue, const std::string& kind, std::string_view result) {
+  std::lock_guard lock(mu_);
+  auto& c = completed_cache_[{{queue, kind}, std::string(result)}];
+  if (c == nullptr) c = &completed_->Add({{"queue", queue}, {"kind", kind}, {"result", std::string(result)}});
+  c->Increment();
+}
+
+void JobMetrics::Ran(const std::string& queue, const std::string& kind, double seconds) {
+  std::lock_guard lock(mu_);
+  auto& h = duration_cache_[{queue, kind}];
+  if (h == nullptr) h = &duration_->Add({{"queue", queue}, {"kind", kind}}, DurationBuckets());
+  h->Observe(seconds);
+}
+
+void JobMetrics::Started(const std::string& queue, double latency_seconds) {
+  std::lock_guard lock(mu_);
+  auto it = latency_cache_.find(queue);
+  if (it == latency_cache_.end()) {
+    it = latency_cache_.emplace(queue, &latency_->Add({{"queue", queue}}, LatencyBuckets())).first;
+  }
+  it->second->Observe(latency_seconds < 0 ? 0 : latency_seconds);
+}
+
+void JobMetrics::RunningDelta(const std::string& queue, double delta) {
+  std::lock_guard lock(mu_);
+  auto it = running_cache_.find(queue);
+  if (it == running_cache_.end())
+    it = running_cache_.emplace(queue, &running_->Add({{"queue", queue}})).first;
+  it->second->Increment(delta);
+}
+
+void JobMetrics::Rescued(double count) { rescued_->Increment(count); }
+void JobMetrics::Deleted(double count) { deleted_->Increment(count); }
+
+}  // namespace octop::runtime

@@ -1,0 +1,79 @@
+// JobMetrics: the job queue's instruments in a prometheus-cpp registry.
+//
+//   octop_jobs_enqueued_total{queue,kind}               counter, +1 per job written (not for a unique-key
+//   hit) octop_jobs_completed_total{queue,kind,result}       counter, result =
+//   success|retry|failed|cancelled|fenced octop_jobs_duration_seconds{queue,kind}             histogram of
+//   handler run time octop_jobs_start_latency_seconds{queue}             histogram of start -
+//   max(scheduled_at, enqueue), on the
+//                                                       database's clock: how long a due job waited for a
+//                                                       worker
+//   octop_jobs_running{queue}                           gauge, handlers running on this node
+//   octop_jobs_rescued_total                            counter, expired runs put back by this node's rescuer
+//   octop_jobs_deleted_total                            counter, finished jobs removed by the retention
+//   cleanup
+//
+// The per-label instruments are looked up once and cached, so the hot path costs one map lookup under a
+// mutex.
+//
+// Ownership: shares the registry with whoever serializes it (octopd's /metrics). Thread-safety: all methods
+// may be called from any thread.
+#ifndef OCTOP_RUNTIME_JOB_METRICS_H_
+#define OCTOP_RUNTIME_JOB_METRICS_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace octop::runtime {
+
+class JobMetrics {
+ public:
+  explicit JobMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  static const std::vector<double>& DurationBuckets();
+  static const std::vector<double>& LatencyBuckets();
+
+  void Enqueued(const std::string& queue, const std::string& kind);
+  // `result`: success | retry | failed | cancelled | fenced.
+  void Completed(const std::string& queue, const std::string& kind, std::string_view result);
+  void Ran(const std::string& queue, const std::string& kind, double seconds);
+  void Started(const std::string& queue, double latency_seconds);
+  void RunningDelta(const std::string& queue, double delta);
+  void Rescued(double count);
+  void Deleted(double count);
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+ private:
+  using Key = std::pair<std::string, std::string>;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* enqueued_;
+  prometheus::Family<prometheus::Counter>* completed_;
+  prometheus::Family<prometheus::Histogram>* duration_;
+  prometheus::Family<prometheus::Histogram>* latency_;
+  prometheus::Family<prometheus::Gauge>* running_;
+  prometheus::Counter* rescued_;
+  prometheus::Counter* deleted_;
+
+  std::mutex mu_;
+  std::map<Key, prometheus::Counter*> enqueued_cache_;                           // guarded by mu_
+  std::map<std::pair<Key, std::string>, prometheus::Counter*> completed_cache_;  // guarded by mu_
+  std::map<Key, prometheus::Histogram*> duration_cache_;                         // guarded by mu_
+  std::map<std::string, prometheus::Histogram*, std::less<>> latency_cache_;     // guarded by mu_
+  std::map<std::string, prometheus::Gauge*, std::less<>> running_cache_;         // guarded by mu_
+};
+
+}  // namespace octop::runtime
+
+#endif  // OCTOP_RUNTIME_JOB_METRICS_H_

@@ -1,0 +1,578 @@
+// JobQueue: the public face of the job queue (include/octop/queue.h) -- the store, the per-queue workers, the
+// completer, the notification listener and the maintenance thread (rescuer, retention, config refresh).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <octop/queue.h>
+
+#include "runtime/job_completer.h"
+#include "runtime/job_metrics.h"
+#include "runtime/job_queue_context.h"
+#include "runtime/job_worker.h"
+#include "store/store.h"
+
+namespace octop {
+
+namespace {
+
+constexpr std::chrono::milliseconds kListenWait{500};
+constexpr int kMaxRetentionRounds = 100;
+constexpr int kMaxConcurrency = 1024;
+constexpr int kDefaultMaxRetries = 3;
+constexpr int kLatestFailedShown = 10;
+
+store::JobStatus ToStore(JobStatus s) {
+  switch (s) {
+    case JobStatus::kPending:
+      return store::JobStatus::kPending;
+    case JobStatus::kRunning:
+      return store::JobStatus::kRunning;
+    case JobStatus::kSuccess:
+      return store::JobStatus::kSuccess;
+    case JobStatus::kFailed:
+      return store::JobStatus::kFailed;
+    case JobStatus::kFrozen:
+      return store::JobStatus::kFrozen;
+  }
+  return store::JobStatus::kPending;
+}
+
+JobStatus FromStore(store::JobStatus s) {
+  switch (s) {
+    case store::JobStatus::kPending:
+      return JobStatus::kPending;
+    case store::JobStatus::kRunning:
+      return JobStatus::kRunning;
+    case store::JobStatus::kSuccess:
+      return JobStatus::kSuccess;
+    case store::JobStatus::kFailed:
+      return JobStatus::kFailed;
+    case store::JobStatus::kFrozen:
+      return JobStatus::kFrozen;
+  }
+  return JobStatus::kPending;
+}
+
+JobInfo ToInfo(store::JobRow row) {
+  JobInfo info;
+  info.id = std::move(row.id);
+  info.queue = std::move(row.queue);
+  info.kind = std::move(row.kind);
+  info.payload = std::move(row.payload_json);
+  info.priority = row.priority;
+  info.scheduled_at = row.scheduled_at;
+  info.status = FromStore(row.status);
+  info.attempt = row.attempt;
+  info.max_retries = row.max_retries;
+  info.last_error = std::move(row.last_error);
+  info.created_at = row.created_at;
+  info.started_at = row.started_at;
+  info.completed_at = row.completed_at;
+  info.expires_at = row.expires_at;
+  info.unique_key = std::move(row.unique_key);
+  return info;
+}
+
+store::EnqueueJobParams ToParams(const JobSpec& spec) {
+  store::EnqueueJobParams p;
+  p.queue = spec.queue;
+  p.kind = spec.kind;
+  p.payload_json = spec.payload;
+  if (spec.scheduled_at.has_value()) {
+    p.scheduled_at = store::AbsoluteTime{*spec.scheduled_at};
+  } else {
+    p.scheduled_at = store::DbNowPlus{};
+  }
+  p.priority = spec.priority;
+  p.max_retries = spec.max_retries.value_or(kDefaultMaxRetries);
+  p.unique_key = spec.unique_key;
+  return p;
+}
+
+SchedulerLogger DefaultLogger() {
+  return [](LogLevel level, std::string_view message) {
+    switch (level) {
+      case LogLevel::kDebug:
+        spdlog::debug("{}", message);
+        break;
+      case LogLevel::kInfo:
+        spdlog::info("{}", message);
+        break;
+      case LogLevel::kWarn:
+        spdlog::warn("{}", message);
+        break;
+      case LogLevel::kError:
+        spdlog::error("{}", message);
+        break;
+    }
+  };
+}
+
+std::string DefaultWorkerId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host[0] != '\0' ? host : "node") + "-" + std::to_string(::getpid());
+}
+
+// A config value in milliseconds: a JSON number, or {"value": number} (the seed's form). nullopt otherwise.
+std::optional<std::int64_t> ConfigMillis(const std::string& json_text) {
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  const nlohmann::json* v = &j;
+  if (j.is_object() && j.contains("value")) v = &j["value"];
+  if (!v->is_number()) return std::nullopt;
+  const double ms = v->get<double>();
+  if (!std::isfinite(ms) || ms < 1 || ms > 24.0 * 3600 * 1000) return std::nullopt;
+  return static_cast<std::int64_t>(ms);
+}
+
+}  // namespace
+
+std::string_view JobStatusName(JobStatus status) { return store::JobStatusName(ToStore(status)); }
+
+std::optional<JobStatus> ParseJobStatus(std::string_view name) {
+  auto s = store::ParseJobStatus(name);
+  if (!s) return std::nullopt;
+  return FromStore(*s);
+}
+
+std::chrono::milliseconds RetryPolicy::Delay(int attempt, double unit_random) const {
+  const int exponent = std::clamp(attempt - 1, 0, 62);
+  const double raw = static_cast<double>(base.count()) * std::ldexp(1.0, exponent);
+  const double capped = std::min(raw, static_cast<double>(cap.count()));
+  const double spread = std::clamp(jitter, 0.0, 1.0);
+  const double factor = 1.0 + spread * (2.0 * std::clamp(unit_random, 0.0, 1.0) - 1.0);
+  return std::chrono::milliseconds(std::max<long long>(0, std::llround(capped * factor)));
+}
+
+class JobQueue::Impl {
+ public:
+  explicit Impl(JobQueueOptions options) { context.options = std::move(options); }
+
+  // Declared first: destroyed last, after every thread that uses it.
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<runtime::JobMetrics> metrics;
+  runtime::JobQueueContext context;
+  std::unique_ptr<runtime::JobCompleter> completer;
+
+  std::stop_source stopper;
+  WakeSignal maintenance_wake;
+  std::atomic<bool> config_dirty{false};
+
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<runtime::JobQueueWorker>, std::less<>> workers;  // guarded by mu
+  std::set<std::string, std::less<>> paused;                                             // guarded by mu
+  bool started = false;                                                                  // guarded by mu
+  bool shut_down = false;                                                                // guarded by mu
+  std::thread listener;                                                                  // guarded by mu
+  std::thread maintenance;                                                               // guarded by mu
+
+  void Wake(std::string_view queue) {
+    std::lock_guard lock(mu);
+    auto it = workers.find(queue);
+    if (it != workers.end()) it->second->Notify();
+  }
+  void WakeAll() {
+    std::lock_guard lock(mu);
+    for (auto& [name, worker] : workers) worker->Notify();
+  }
+
+  void RefreshConfig() {
+    bool changed = false;
+    for (auto [key, target, fallback] :
+         {std::tuple{kJobsPollIntervalKey, &context.poll_interval_ms, context.options.default_poll_interval},
+          std::tuple{kJobsDefaultTimeoutKey, &context.default_timeout_ms, context.options.default_timeout}}) {
+      Result<std::optional<std::string>> value = store->GetConfig(key);
+      if (!value.ok()) {
+        context.Log(LogLevel::kWarn,
+                    "Failed to read config " + std::string(key) + ", " + value.status().ToString());
+        continue;
+      }
+      std::int64_t ms = fallback.count();
+      if (value->has_value()) {
+        if (auto parsed = ConfigMillis(**value)) {
+          ms = *parsed;
+        } else {
+          context.Log(LogLevel::kWarn, "Ignoring config " + std::string(key) + " = " + **value +
+                                           " (expected a number of milliseconds, 1 ms to 24 h)");
+        }
+      }
+      const std::int64_t old = target->exchange(ms);
+      if (old != ms) {
+        changed = true;
+        context.Log(LogLevel::kInfo,
+                    "Job queue setting " + std::string(key) + " is now " + std::to_string(ms) + " ms");
+      }
+    }
+    if (Result<std::vector<store::QueueInfo>> queues = store->ListQueues(); queues.ok()) {
+      std::set<std::string, std::less<>> now_paused;
+      for (const store::QueueInfo& q : *queues) {
+        if (q.paused) now_paused.insert(q.name);
+      }
+      std::lock_guard lock(mu);
+      paused = now_paused;
+      for (auto& [name, worker] : workers) worker->SetPaused(paused.count(name) > 0);
+    } else {
+      context.Log(LogLevel::kWarn, "Failed to read the paused queues, " + queues.status().ToString());
+    }
+    if (Result<WallTime> db_now = store->DatabaseNow(); db_now.ok()) {
+      context.db_offset_ns.store(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(*db_now - context.clock->WallNow()).count());
+    }
+    if (changed) WakeAll();  // a new poll interval or timeout applies at once
+  }
+
+  void Rescue() {
+    store::RescueExpiredJobsParams params;
+    params.backoff_base = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retry.base);
+    params.backoff_max = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retry.cap);
+    Result<std::vector<store::RescuedJob>> rescued = store->RescueExpiredJobs(params);
+    if (!rescued.ok()) {
+      context.Log(LogLevel::kWarn, "Job rescuer failed, " + rescued.status().ToString());
+      return;
+    }
+    if (rescued->empty()) return;
+    metrics->Rescued(static_cast<double>(rescued->size()));
+    for (const store::RescuedJob& job : *rescued) {
+      context.Log(LogLevel::kWarn, "Job " + job.id + " timed out and was lost by its worker (attempt " +
+                                       std::to_string(job.attempt) + "); it is now " +
+                                       std::string(store::JobStatusName(job.status)));
+    }
+    WakeAll();
+  }
+
+  void Retention() {
+    store::DeleteFinishedJobsParams params;
+    params.older_than = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retention);
+    for (int round = 0; round < kMaxRetentionRounds; ++round) {
+      Result<long> deleted = store->DeleteFinishedJobs(params);
+      if (!deleted.ok()) {
+        context.Log(LogLevel::kWarn, "Job retention cleanup failed, " + deleted.status().ToString());
+        return;
+      }
+      metrics->Deleted(static_cast<double>(*deleted));
+      if (*deleted < params.limit) return;
+    }
+  }
+
+  void MaintenanceLoop(std::stop_token stop) {
+    Clock& clock = *context.clock;
+    const auto& o = context.options;
+    SteadyTime now = clock.SteadyNow();
+    SteadyTime config_at = now + o.config_refresh_interval;  // Open() read it already
+    SteadyTime rescue_at = now;                              // the first sweeps run at once
+    SteadyTime retention_at = now;
+    while (!stop.stop_requested()) {
+      now = clock.SteadyNow();
+      if (config_dirty.exchange(false) || now >= config_at) {
+        RefreshConfig();
+        config_at = now + std::max(o.config_refresh_interval, std::chrono::milliseconds(1));
+      }
+      if (o.rescue_interval.count() > 0 && now >= rescue_at) {
+        Rescue();
+        rescue_at = now + o.rescue_interval;
+      }
+      if (o.retention_interval.count() > 0 && now >= retention_at) {
+        Retention();
+        retention_at = now + o.retention_interval;
+      }
+      SteadyTime wake_at = config_at;
+      if (o.rescue_interval.count() > 0) wake_at = std::min(wake_at, rescue_at);
+      if (o.retention_interval.count() > 0) wake_at = std::min(wake_at, retention_at);
+      clock.WaitUntil(wake_at, stop, &maintenance_wake);
+    }
+  }
+
+  void ListenLoop(std::stop_token stop) {
+    std::unique_ptr<store::Listener> listener_handle;
+    bool failing = false;
+    while (!stop.stop_requested()) {
+      if (listener_handle == nullptr) {
+        auto opened = store->Listen({std::string(store::kJobsChannel), std::string(store::kConfigChannel)});
+        if (!opened.ok()) {
+          if (!failing) {
+            context.Log(LogLevel::kWarn,
+                        "Cannot listen for job notifications (polling only until it recovers), " +
+                            opened.status().ToString());
+          }
+          failing = true;
+          // Reconnection backoff on real time: it is about the connection, not the schedule.
+          Clock::Real().WaitFor(runtime::kJobRetryAfterFailure, stop);
+          continue;
+        }
+        listener_handle = std::move(opened).value();
+        if (failing) context.Log(LogLevel::kInfo, "Listening for job notifications again");
+        failing = false;
+        WakeAll();  // something may have been enqueued while not listening
+      }
+      Result<std::vector<store::Notification>> notes = listener_handle->Wait(kListenWait, stop);
+      if (!notes.ok()) {
+        if (stop.stop_requested()) break;
+        context.Log(LogLevel::kWarn, "Job notification listener failed, " + notes.status().ToString());
+        failing = true;
+        listener_handle.reset();
+        Clock::Real().WaitFor(runtime::kJobRetryAfterFailure, stop);
+        continue;
+      }
+      for (const store::Notification& note : *notes) {
+        if (note.channel == store::kJobsChannel) {
+          Wake(note.payload);
+        } else if (note.channel == store::kConfigChannel) {
+          config_dirty.store(true);
+          maintenance_wake.Notify();
+        }
+      }
+    }
+  }
+};
+
+JobQueue::JobQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+JobQueue::~JobQueue() { Shutdown(); }
+
+Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
+  if (options.clock == nullptr) options.clock = &Clock::Real();
+  if (!options.logger) options.logger = DefaultLogger();
+  if (options.worker_id.empty()) options.worker_id = DefaultWorkerId();
+  auto impl = std::make_unique<Impl>(std::move(options));
+  runtime::JobQueueContext& ctx = impl->context;
+  const JobQueueOptions& o = ctx.options;
+  Result<std::unique_ptr<store::Store>> opened = InternalError("no store");
+  if (o.store_factory) {
+    opened = o.store_factory(*o.clock);
+  } else {
+    store::StoreOptions so;
+    so.ns = "octop";
+    so.clock = o.clock;
+    so.pool_size = 8;  // producers, completer, maintenance and API calls at once
+    opened = store::OpenStore(o.database_url, so);
+  }
+  if (!opened.ok()) return opened.status();
+  impl->store = std::move(opened).value();
+  OCTOP_RETURN_IF_ERROR(impl->store->Migrate());
+  impl->metrics = std::make_unique<runtime::JobMetrics>(o.metrics_registry);
+  ctx.clock = o.clock;
+  ctx.store = impl->store.get();
+  ctx.metrics = impl->metrics.get();
+  ctx.worker_id = o.worker_id;
+  ctx.poll_interval_ms = o.default_poll_interval.count();
+  ctx.default_timeout_ms = o.default_timeout.count();
+  Impl* raw = impl.get();
+  impl->completer =
+      std::make_unique<runtime::JobCompleter>(ctx, [raw](const std::string& queue) { raw->Wake(queue); });
+  impl->RefreshConfig();
+  return std::unique_ptr<JobQueue>(new JobQueue(std::move(impl)));
+}
+
+store::Store& JobQueue::store() { return *impl_->store; }
+
+Result<EnqueueResult> JobQueue::Enqueue(const JobSpec& spec) {
+  OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> results, EnqueueMany({spec}));
+  return results.front();
+}
+
+Result<std::vector<EnqueueResult>> JobQueue::EnqueueMany(const std::vector<JobSpec>& specs) {
+  if (specs.empty()) return std::vector<EnqueueResult>{};
+  std::vector<store::EnqueueJobParams> params;
+  params.reserve(specs.size());
+  for (const JobSpec& spec : specs) params.push_back(ToParams(spec));
+  OCTOP_ASSIGN_OR_RETURN(std::vector<store::EnqueuedJob> enqueued, impl_->store->EnqueueJobs(params));
+  std::vector<EnqueueResult> out;
+  out.reserve(enqueued.size());
+  std::set<std::string_view> queues;
+  for (std::size_t i = 0; i < enqueued.size(); ++i) {
+    if (!enqueued[i].existing && i < specs.size()) {
+      impl_->metrics->Enqueued(specs[i].queue, specs[i].kind);
+      queues.insert(specs[i].queue);
+    }
+    out.push_back({std::move(enqueued[i].id), enqueued[i].existing});
+  }
+  // The notification reaches other nodes; this node's own producers need not wait for its round trip.
+  for (std::string_view q : queues) impl_->Wake(q);
+  return out;
+}
+
+Result<EnqueueResult> JobQueue::EnqueueTx(store::StoreTransaction& tx, const JobSpec& spec) {
+  OCTOP_ASSIGN_OR_RETURN(std::vector<store::EnqueuedJob> enqueued, tx.EnqueueJobs({ToParams(spec)}));
+  if (enqueued.empty()) return InternalError("EnqueueJobs returned no result");
+  if (!enqueued.front().existing) impl_->metrics->Enqueued(spec.queue, spec.kind);
+  return EnqueueResult{std::move(enqueued.front().id), enqueued.front().existing};
+}
+
+void JobQueue::WakeAll() { impl_->WakeAll(); }
+
+Status JobQueue::RegisterHandler(std::string kind, JobHandler handler, JobHandlerOptions options) {
+  if (kind.empty() || kind.size() > store::kMaxJobNameBytes) {
+    return InvalidArgumentError("Invalid job kind '" + kind + "': expected 1 to 255 bytes");
+  }
+  if (!handler) return InvalidArgumentError("The handler of job kind '" + kind + "' is empty");
+  if (options.timeout.has_value() && options.timeout->count() <= 0) {
+    return InvalidArgumentError("The timeout of job kind '" + kind + "' must be longer than zero");
+  }
+  impl_->context.handlers.Set(std::move(kind), std::move(handler), options);
+  impl_->WakeAll();
+  return Status::Ok();
+}
+
+Status JobQueue::AddWorkers(std::string queue, int concurrency) {
+  if (queue.empty() || queue.size() > store::kMaxJobNameBytes) {
+    return InvalidArgumentError("Invalid queue name '" + queue + "': expected 1 to 255 bytes");
+  }
+  if (concurrency < 1 || concurrency > kMaxConcurrency) {
+    return InvalidArgumentError("The concurrency of queue '" + queue + "' must be between 1 and " +
+                                std::to_string(kMaxConcurrency) + ", got " + std::to_string(concurrency));
+  }
+  std::lock_guard lock(impl_->mu);
+  if (impl_->shut_down) return FailedPreconditionError("The job queue is shut down");
+  auto it = impl_->workers.find(queue);
+  if (it != impl_->workers.end()) {
+    it->second->Grow(concurrency);
+    return Status::Ok();
+  }
+  auto worker =
+      std::make_unique<runtime::JobQueueWorker>(impl_->context, *impl_->completer, queue, concurrency);
+  worker->SetPaused(impl_->paused.count(queue) > 0);
+  if (impl_->started) worker->Start();
+  impl_->workers.emplace(std::move(queue), std::move(worker));
+  return Status::Ok();
+}
+
+Status JobQueue::Start() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->shut_down) return FailedPreconditionError("The job queue is shut down");
+  if (impl_->started) return Status::Ok();
+  impl_->started = true;
+  impl_->completer->Start();
+  for (auto& [name, worker] : impl_->workers) worker->Start();
+  Impl* impl = impl_.get();
+  impl_->listener = std::thread([impl] { impl->ListenLoop(impl->stopper.get_token()); });
+  impl_->maintenance = std::thread([impl] { impl->MaintenanceLoop(impl->stopper.get_token()); });
+  return Status::Ok();
+}
+
+void JobQueue::Shutdown() {
+  std::vector<runtime::JobQueueWorker*> workers;
+  std::thread listener;
+  std::thread maintenance;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+    for (auto& [name, worker] : impl_->workers) workers.push_back(worker.get());
+    listener = std::move(impl_->listener);
+    maintenance = std::move(impl_->maintenance);
+  }
+  impl_->stopper.request_stop();
+  // Workers stop one after the other, but their grace periods overlap: each waits only for what still runs.
+  std::vector<std::thread> stoppers;
+  for (runtime::JobQueueWorker* worker : workers) {
+    stoppers.emplace_back(
+        [worker, grace = impl_->context.options.shutdown_grace] { worker->Shutdown(grace); });
+  }
+  for (std::thread& t : stoppers) t.join();
+  if (listener.joinable()) listener.join();
+  if (maintenance.joinable()) maintenance.join();
+  impl_->completer->Join();
+}
+
+Result<JobInfo> JobQueue::GetJob(std::string_view id) {
+  OCTOP_ASSIGN_OR_RETURN(store::JobRow row, impl_->store->GetJob(id));
+  return ToInfo(std::move(row));
+}
+
+Result<std::vector<JobInfo>> JobQueue::ListJobs(const JobFilter& filter) {
+  if (filter.limit < 1 || filter.limit > 1000) {
+    return InvalidArgumentError("limit must be between 1 and 1000, got " + std::to_string(filter.limit));
+  }
+  if (filter.offset < 0) return InvalidArgumentError("offset must not be negative");
+  store::ListJobsParams params;
+  if (filter.status) params.status = ToStore(*filter.status);
+  params.queue = filter.queue;
+  params.kind = filter.kind;
+  params.limit = filter.limit;
+  params.offset = filter.offset;
+  OCTOP_ASSIGN_OR_RETURN(std::vector<store::JobRow> rows, impl_->store->ListJobs(params));
+  std::vector<JobInfo> out;
+  out.reserve(rows.size());
+  for (store::JobRow& row : rows) out.push_back(ToInfo(std::move(row)));
+  return out;
+}
+
+Result<JobSummary> JobQueue::Summarize() {
+  OCTOP_ASSIGN_OR_RETURN(store::JobSummary summary, impl_->store->SummarizeJobs());
+  OCTOP_ASSIGN_OR_RETURN(std::vector<store::JobRow> failed,
+                         impl_->store->ListFailedJobs({.queue = std::nullopt, .limit = kLatestFailedShown}));
+  OCTOP_ASSIGN_OR_RETURN(std::vector<store::QueueInfo> queues, impl_->store->ListQueues());
+  JobSummary out;
+  for (const store::JobSummaryRow& row : summary.rows) {
+    JobStatusCount c;
+    c.queue = row.queue;
+    c.status = FromStore(row.status);
+    c.count = row.count;
+    c.oldest_scheduled_at = row.oldest_scheduled_at;
+    if (row.average_delay)
+      c.average_delay_seconds = std::chrono::duration<double>(*row.average_delay).count();
+    out.counts.push_back(std::move(c));
+  }
+  for (store::JobRow& row : failed) out.latest_failed.push_back(ToInfo(std::move(row)));
+  for (const store::QueueInfo& q : queues) {
+    if (q.paused) out.paused_queues.push_back(q.name);
+  }
+  return out;
+}
+
+Status JobQueue::RetryJob(std::string_view id) {
+  OCTOP_RETURN_IF_ERROR(impl_->store->RetryJob({std::string(id)}));
+  impl_->WakeAll();
+  return Status::Ok();
+}
+
+Status JobQueue::CancelJob(std::string_view id) {
+  Status s = impl_->store->CancelJob({std::string(id)});
+  if (s.code() != StatusCode::kConflict || s.message().find("running") == std::string::npos) return s;
+  // Running: its worker owns the row. If that is us, stop it; its attempt then ends with kCancel.
+  std::lock_guard lock(impl_->mu);
+  for (auto& [name, worker] : impl_->workers) {
+    if (worker->CancelRunning(std::string(id))) return Status::Ok();
+  }
+  return s;
+}
+
+Status JobQueue::PauseQueue(std::string_view queue) {
+  OCTOP_RETURN_IF_ERROR(impl_->store->SetQueuePaused(queue, true));
+  std::lock_guard lock(impl_->mu);
+  impl_->paused.insert(std::string(queue));
+  if (auto it = impl_->workers.find(queue); it != impl_->workers.end()) it->second->SetPaused(true);
+  return Status::Ok();
+}
+
+Status JobQueue::ResumeQueue(std::string_view queue) {
+  OCTOP_RETURN_IF_ERROR(impl_->store->SetQueuePaused(queue, false));
+  std::lock_guard lock(impl_->mu);
+  impl_->paused.erase(std::string(queue));
+  if (auto it = impl_->workers.find(queue); it != impl_->workers.end()) it->second->SetPaused(false);
+  return Status::Ok();
+}
+
+Status JobQueue::SetConfig(std::string_view key, std::string_view json_value) {
+  OCTOP_RETURN_IF_ERROR(impl_->store->SetConfig(key, json_value));
+  impl_->config_dirty.store(true);
+  impl_->maintenance_wake.Notify();
+  return Status::Ok();
+}
+
+std::shared_ptr<prometheus::Registry> JobQueue::metrics_registry() const {
+  return impl_->metrics->registry();
+}
+
+std::chrono::milliseconds JobQueue::poll_interval() const { return impl_->context.PollInterval(); }
+std::chrono::milliseconds JobQueue::default_timeout() const { return impl_->context.DefaultTimeout(); }
+
+}  // namespace octop

@@ -1,0 +1,352 @@
+#include "runtime/job_worker.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+namespace octop::runtime {
+
+namespace {
+
+constexpr std::chrono::hours kMaxSleep{1};
+constexpr int kMaxClaimBatch = 1000;
+// A due time that has already passed when the claim found nothing (another node holds the job, or its kind
+// has no handler here) is re-checked quickly a few times, then left to the poll interval.
+constexpr std::chrono::milliseconds kEarlyRepoll{1};
+constexpr int kMaxEarlyPolls = 3;
+
+std::string Millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+JobQueueWorker::JobQueueWorker(JobQueueContext& context, JobCompleter& completer, std::string queue,
+                               int concurrency)
+    : context_(context),
+      completer_(completer),
+      queue_(std::move(queue)),
+      rng_(std::random_device{}()),
+      concurrency_(std::max(1, concurrency)) {}
+
+JobQueueWorker::~JobQueueWorker() { Shutdown(std::chrono::milliseconds(0)); }
+
+void JobQueueWorker::Start() {
+  std::lock_guard lock(mu_);
+  if (started_ || joined_) return;
+  started_ = true;
+  for (int i = 0; i < concurrency_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  producer_ = std::thread([this] { ProducerLoop(producer_stop_.get_token()); });
+}
+
+void JobQueueWorker::Grow(int concurrency) {
+  {
+    std::lock_guard lock(mu_);
+    if (joined_ || concurrency <= concurrency_) return;
+    if (started_) {
+      for (int i = concurrency_; i < concurrency; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+    }
+    concurrency_ = concurrency;
+  }
+  Notify();
+}
+
+void JobQueueWorker::Notify() {
+  dirty_.store(true);
+  wake_.Notify();
+}
+
+void JobQueueWorker::SetPaused(bool paused) {
+  if (paused_.exchange(paused) != paused && !paused) Notify();
+}
+
+bool JobQueueWorker::CancelRunning(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = running_.find(id);
+  if (it == running_.end()) return false;
+  it->second->cancelled = true;
+  it->second->stop.request_stop();
+  return true;
+}
+
+void JobQueueWorker::ProducerLoop(std::stop_token stop) {
+  Clock& clock = *context_.clock;
+  last_claim_ = clock.SteadyNow() - context_.PollInterval();  // the first pass claims
+  while (!stop.stop_requested()) {
+    const SteadyTime now = clock.SteadyNow();
+    SteadyTime wake_at = now + kMaxSleep;
+    int free = 0;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, run] : running_) {
+        if (run->timed_out || run->cancelled) continue;
+        if (now >= run->deadline) {
+          run->timed_out = true;
+          run->stop.request_stop();
+          context_.Log(LogLevel::kWarn, "Job " + id + " (" + run->row.kind + ") timed out after " +
+                                            Millis(run->timeout) + "; its stop was requested");
+        } else {
+          wake_at = std::min(wake_at, run->deadline);
+        }
+      }
+      free = concurrency_ - busy_;
+      waiting_for_slot_ = free <= 0;
+    }
+    const std::chrono::milliseconds poll = context_.PollInterval();
+    if (free > 0) {
+      const bool poll_due = now >= last_claim_ + poll;
+      const bool job_due = next_due_.has_value() && now >= *next_due_;
+      if (dirty_.exchange(false) || poll_due || job_due) {
+        if (Claim(free, now)) dirty_.store(true);
+        continue;  // re-evaluate the slots and deadlines of what was just dispatched
+      }
+      wake_at = std::min(wake_at, last_claim_ + poll);
+      if (next_due_.has_value() && !paused_.load()) wake_at = std::min(wake_at, *next_due_);
+    }
+    clock.WaitUntil(wake_at, stop, &wake_);
+  }
+}
+
+bool JobQueueWorker::Claim(int free, SteadyTime now) {
+  if (kinds_version_ != context_.handlers.version()) {
+    kinds_version_ = context_.handlers.version();
+    kinds_ = context_.handlers.Kinds();
+  }
+  last_claim_ = now;
+  next_due_.reset();
+  if (kinds_.empty()) return false;  // no handler on this node: leave every job to the others
+
+  const std::chrono::milliseconds timeout = context_.handlers.MaxTimeout(context_.DefaultTimeout());
+  store::ClaimJobsParams params;
+  params.queue = queue_;
+  params.limit = std::min(free, kMaxClaimBatch);
+  params.kinds = kinds_;
+  params.timeout =
+      std::chrono::duration_cast<std::chrono::microseconds>(timeout + context_.options.rescue_grace);
+  params.worker_id = context_.worker_id;
+  Result<std::vector<store::JobRow>> claimed = context_.store->ClaimJobs(params);
+  const SteadyTime after = context_.clock->SteadyNow();
+  last_claim_ = after;
+  if (!claimed.ok()) {
+    context_.Log(LogLevel::kWarn,
+                 "Failed to claim jobs of queue " + queue_ + ", " + claimed.status().ToString());
+    next_due_ = after + kJobRetryAfterFailure;
+    return false;
+  }
+
+  if (!claimed->empty()) {
+    const std::chrono::milliseconds fallback = context_.DefaultTimeout();
+    std::vector<std::shared_ptr<Run>> runs;
+    runs.reserve(claimed->size());
+    for (store::JobRow& row : *claimed) {
+      auto run = std::make_shared<Run>();
+      auto entry = context_.handlers.Find(row.kind);
+      run->timeout = entry != nullptr ? entry->options.timeout.value_or(fallback) : fallback;
+      run->deadline = after + run->timeout;
+      const WallTime due = std::max(row.scheduled_at, row.created_at);
+      if (row.started_at.has_value()) {
+        context_.metrics->Started(queue_, std::chrono::duration<double>(*row.started_at - due).count());
+      }
+      run->row = std::move(row);
+      runs.push_back(std::move(run));
+    }
+    {
+      std::lock_guard lock(mu_);
+      for (auto& run : runs) {
+        running_[run->row.id] = run;
+        ready_.push_back(run);
+        ++busy_;
+      }
+    }
+    work_cv_.notify_all();
+  }
+  if (static_cast<int>(claimed->size()) >= params.limit) return true;
+
+  // The due jobs are drained: sleep until the next one becomes due (a scheduled job, a retry).
+  if (paused_.load()) return false;
+  Result<std::optional<WallTime>> next = context_.store->NextJobDueAt(queue_);
+  if (!next.ok()) {
+    context_.Log(LogLevel::kWarn,
+                 "Failed to read the next due job of queue " + queue_ + ", " + next.status().ToString());
+    return false;
+  }
+  if (!next->has_value()) {
+    early_polls_ = 0;
+    return false;
+  }
+  SteadyTime due = context_.SteadyAt(**next);
+  if (due <= after) {
+    if (early_polls_++ >= kMaxEarlyPolls) return false;  // held elsewhere, or a kind without a handler here
+    due = after + kEarlyRepoll;
+  } else {
+    early_polls_ = 0;
+  }
+  next_due_ = due;
+  return false;
+}
+
+void JobQueueWorker::WorkerLoop() {
+  while (true) {
+    std::shared_ptr<Run> run;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
+      if (ready_.empty()) return;
+      run = std::move(ready_.front());
+      ready_.pop_front();
+    }
+    Execute(run);
+  }
+}
+
+std::chrono::milliseconds JobQueueWorker::Backoff(int attempt) {
+  double unit = 0;
+  {
+    std::lock_guard lock(rng_mu_);
+    unit = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  return context_.options.retry.Delay(attempt, unit);
+}
+
+void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
+  const store::JobRow& row = run->row;
+  context_.metrics->RunningDelta(queue_, 1);
+  JobContext job{.id = row.id,
+                 .kind = row.kind,
+                 .queue = row.queue,
+                 .payload = row.payload_json,
+                 .attempt = row.attempt,
+                 .max_retries = row.max_retries,
+                 .stop_token = run->stop.get_token()};
+  auto entry = context_.handlers.Find(row.kind);
+  const SteadyTime start = context_.clock->SteadyNow();
+  JobResult result = JobResult::Fail("No handler for job kind '" + row.kind + "' on this node");
+  if (entry != nullptr && entry->handler) {
+    try {
+      result = entry->handler(job);
+    } catch (const std::exception& e) {
+      result = JobResult::Fail(e.what());
+    } catch (...) {
+      result = JobResult::Fail("Unknown error");
+    }
+  }
+  const double seconds = std::chrono::duration<double>(context_.clock->SteadyNow() - start).count();
+  context_.metrics->Ran(queue_, row.kind, seconds);
+  context_.metrics->RunningDelta(queue_, -1);
+  bool timed_out = false;
+  bool cancelled = false;
+  bool interrupted = false;
+  {
+    std::lock_guard lock(mu_);
+    timed_out = run->timed_out;
+    cancelled = run->cancelled;
+    interrupted = run->interrupted;
+  }
+  completer_.Add(Complete(*run, std::move(result), timed_out, cancelled, interrupted));
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    running_.erase(row.id);
+    --busy_;
+    if (waiting_for_slot_) {
+      waiting_for_slot_ = false;
+      wake = true;
+    }
+    if (busy_ == 0) idle_cv_.notify_all();
+  }
+  if (wake) wake_.Notify();
+}
+
+PendingCompletion JobQueueWorker::Complete(const Run& run, JobResult result, bool timed_out, bool cancelled,
+                                           bool interrupted) {
+  const store::JobRow& row = run.row;
+  PendingCompletion out;
+  out.queue = queue_;
+  out.kind = row.kind;
+  out.completion.id = row.id;
+  out.completion.attempt_token = row.attempt_token.value_or("");
+  JobResult::Kind kind = result.kind();
+  std::string error = result.error();
+  if (kind != JobResult::Kind::kDone) {
+    if (cancelled) {
+      kind = JobResult::Kind::kCancel;
+      error = std::string(store::kJobCancelledError);
+    } else if (timed_out) {
+      if (kind == JobResult::Kind::kRetry) kind = JobResult::Kind::kFail;
+      error = "Job timed out after " + Millis(run.timeout) + (error.empty() ? "" : ": " + error);
+    } else if (interrupted) {
+      // Not the job's fault: due again at once (on another node, or here after the restart).
+      result = JobResult::Retry(std::chrono::milliseconds(0), "Interrupted by shutdown");
+      kind = JobResult::Kind::kRetry;
+      error = result.error();
+    }
+  }
+  const bool last_attempt = row.attempt > row.max_retries;
+  switch (kind) {
+    case JobResult::Kind::kDone:
+      out.completion.outcome = store::JobOutcome::kSuccess;
+      out.result = "success";
+      return out;
+    case JobResult::Kind::kCancel:
+      out.completion.outcome = store::JobOutcome::kCancel;
+      out.result = "cancelled";
+      break;
+    case JobResult::Kind::kRetry: {
+      out.completion.outcome = store::JobOutcome::kRetry;
+      const std::chrono::milliseconds delay = result.retry_after().value_or(Backoff(row.attempt));
+      out.completion.retry_delay = std::chrono::duration_cast<std::chrono::microseconds>(delay);
+      out.result = last_attempt ? "frozen" : "retry";
+      break;
+    }
+    case JobResult::Kind::kFail:
+      out.completion.outcome = store::JobOutcome::kFail;
+      out.completion.retry_delay =
+          std::chrono::duration_cast<std::chrono::microseconds>(Backoff(row.attempt));
+      out.result = last_attempt ? "frozen" : "failed";
+      break;
+  }
+  out.completion.error = error;
+  std::string next =
+      out.result == "cancelled" || out.result == "frozen"
+          ? "frozen"
+          : "retry in " +
+                Millis(std::chrono::duration_cast<std::chrono::milliseconds>(out.completion.retry_delay));
+  context_.Log(LogLevel::kWarn, "Job " + row.id + " (" + row.kind + ") attempt " +
+                                    std::to_string(row.attempt) + " of " +
+                                    std::to_string(row.max_retries + 1) + " failed, " + error + "; " + next);
+  return out;
+}
+
+void JobQueueWorker::Shutdown(std::chrono::milliseconds grace) {
+  std::thread producer;
+  {
+    std::lock_guard lock(mu_);
+    if (joined_) return;
+    joined_ = true;
+    producer = std::move(producer_);
+  }
+  producer_stop_.request_stop();
+  if (producer.joinable()) producer.join();
+  {
+    std::unique_lock lock(mu_);
+    // Real time: a drain at process stop must end even under a FakeClock nobody advances.
+    idle_cv_.wait_for(lock, grace, [&] { return busy_ == 0; });
+    if (busy_ > 0) {
+      context_.Log(LogLevel::kInfo, std::to_string(busy_) + " jobs of queue " + queue_ +
+                                        " still running after the shutdown grace; requesting them to stop");
+      for (auto& [id, run] : running_) {
+        run->interrupted = true;
+        run->stop.request_stop();
+      }
+    }
+    idle_cv_.wait(lock, [&] { return busy_ == 0; });
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  std::vector<std::thread> workers;
+  {
+    std::lock_guard lock(mu_);
+    workers = std::move(workers_);
+  }
+  for (std::thread& t : workers) t.join();
+}
+
+}  // namespace octop::runtime

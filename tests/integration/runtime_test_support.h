@@ -1,0 +1,130 @@
+// Helpers shared by the runtime tests: a log sink that records lines, a call counter a task function bumps, a
+// gate a task function blocks on, and a bounded wait for a condition. Every wait here has a real-time
+// deadline, so a broken scheduler fails a test instead of hanging it.
+//
+// Thread-safety: every helper may be used from task threads and the test thread at once.
+#ifndef OCTOP_TESTS_INTEGRATION_RUNTIME_TEST_SUPPORT_H_
+#define OCTOP_TESTS_INTEGRATION_RUNTIME_TEST_SUPPORT_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <octop/scheduler.h>
+
+namespace octop::runtime_testing {
+
+inline constexpr std::chrono::milliseconds kWaitTimeout{10000};
+
+// Re-checks `condition` until it holds or `timeout` passes; returns whether it held.
+inline bool Eventually(const std::function<bool()>& condition,
+                       std::chrono::milliseconds timeout = kWaitTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // re-check cadence, not a wait for an event
+  }
+  return true;
+}
+
+class LogCapture {
+ public:
+  SchedulerLogger Logger() {
+    return [this](LogLevel level, std::string_view message) {
+      std::lock_guard lock(mu_);
+      lines_.emplace_back(level, std::string(message));
+    };
+  }
+  bool Contains(LogLevel level, std::string_view fragment) const {
+    std::lock_guard lock(mu_);
+    for (const auto& [l, text] : lines_) {
+      if (l == level && text.find(fragment) != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string Dump() const {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const auto& [l, text] : lines_) out += std::string(LogLevelName(l)) + ": " + text + "\n";
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<LogLevel, std::string>> lines_;
+};
+
+// Counts calls of a task function and lets the test wait for the n-th.
+class CallCounter {
+ public:
+  void Hit() {
+    {
+      std::lock_guard lock(mu_);
+      ++calls_;
+    }
+    cv_.notify_all();
+  }
+  int calls() const {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+  bool WaitForCalls(int n, std::chrono::milliseconds timeout = kWaitTimeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return calls_ >= n; });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+};
+
+// A task function blocks in Wait() until the test opens the gate or the run's stop is requested.
+class Gate {
+ public:
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  // Returns true if the stop token (not the gate) ended the wait.
+  bool Wait(std::stop_token stop) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, stop, [&] { return open_; });
+    if (!open_) {
+      stopped_ = true;
+      cv_.notify_all();
+    }
+    return !open_;
+  }
+  bool WaitUntilStopObserved(std::chrono::milliseconds timeout = kWaitTimeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return stopped_; });
+  }
+  bool stop_observed() const {
+    std::lock_guard lock(mu_);
+    return stopped_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool open_ = false;
+  bool stopped_ = false;
+};
+
+inline Duration Ms(std::int64_t ms) { return Duration::FromMilliseconds(ms); }
+inline Duration Iso(std::string_view text) { return Duration::ParseIso(text).value(); }
+
+}  // namespace octop::runtime_testing
+
+#endif  // OCTOP_TESTS_INTEGRATION_RUNTIME_TEST_SUPPORT_H_

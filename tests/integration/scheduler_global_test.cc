@@ -1,0 +1,579 @@
+// Global tasks on every store backend, driven by a FakeClock that the store also reads as the database's now:
+// spec §3 (TaskWorker, §11.1), §4 and §11.3 (PluginTaskSchedulerImpl), §5 and §11.4 (janitor).
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+#include <octop/error_json.h>
+
+#include "scheduler_test_env.h"
+
+namespace octop::runtime_testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class GlobalTaskTest : public SchedulerTestBase {
+ protected:
+  PluginScheduler& Node(LogCapture* logs = nullptr) { return AddNode(&clock_, logs).ForPlugin(kPlugin); }
+
+  bool WaitWorker(PluginScheduler& plugin, const std::string& id, WorkerStatus status) {
+    return Eventually([&] {
+      auto e = StateOf(plugin, id);
+      return e.has_value() && e->worker_state == status;
+    });
+  }
+  // Idle on this node and released in the database.
+  bool WaitReleased(PluginScheduler& plugin, const std::string& id) {
+    return Eventually([&] {
+      auto e = StateOf(plugin, id);
+      return e.has_value() && e->worker_state == WorkerStatus::kIdle && e->task_state.has_value() &&
+             e->task_state->status == TaskStatus::kIdle;
+    });
+  }
+
+  testing::FakeClock clock_;
+  const WallTime t0_ = clock_.WallNow();
+};
+
+// ---- §11.1 TaskWorker
+// ---------------------------------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, GoesThroughTheExpectedStates) {
+  PluginScheduler& plugin = Node(&logs_);
+  Gate gate;
+  TaskDefinition task =
+      Global("task1", CronFrequency{"*/2 * * * * *", "UTC"}, [&](std::stop_token s) { gate.Wait(s); });
+  task.initial_delay = Iso("PT3S");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  EXPECT_TRUE(logs_.Contains(LogLevel::kInfo, "Registered scheduled task: test/task1, {\"version\":2"));
+
+  store::Store& db = Direct(clock_);
+  auto row = Row(db, "task1");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_FALSE(row->current_run_started_at.has_value());
+  EXPECT_FALSE(row->current_run_expires_at.has_value());
+  EXPECT_EQ(row->next_run_start_at, t0_ + 3s);
+  auto settings = TaskSettingsV2::FromJson(row->settings_json);
+  ASSERT_TRUE(settings.ok());
+  EXPECT_EQ(settings->initial_delay_duration, "PT3S");
+  EXPECT_EQ(settings->timeout_after_duration, "PT1M");
+  EXPECT_EQ(settings->time_zone, "UTC");
+
+  auto e = StateOf(plugin, "task1");
+  ASSERT_TRUE(e.has_value() && e->task_state.has_value());
+  EXPECT_EQ(e->task_state->status, TaskStatus::kIdle);
+  EXPECT_EQ(e->task_state->starts_at, t0_ + 3s);
+  EXPECT_EQ(e->worker_state, WorkerStatus::kInitialWait);
+  EXPECT_EQ(e->plugin_id, "test");
+  EXPECT_EQ(e->scope, TaskScope::kGlobal);
+
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(2s);
+  EXPECT_EQ(StateOf(plugin, "task1")->worker_state, WorkerStatus::kInitialWait);
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  e = StateOf(plugin, "task1");
+  EXPECT_EQ(e->task_state->status, TaskStatus::kRunning);
+  EXPECT_EQ(e->task_state->started_at, t0_ + 3s);
+  EXPECT_EQ(e->task_state->times_out_at, t0_ + 3s + 1min);
+  row = Row(db, "task1");
+  EXPECT_TRUE(row->current_run_ticket.has_value());
+  EXPECT_EQ(row->current_run_expires_at, t0_ + 3s + 1min);
+
+  gate.Open();
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  e = StateOf(plugin, "task1");
+  EXPECT_EQ(e->task_state->last_run_ended_at, t0_ + 3s);
+  EXPECT_EQ(e->task_state->starts_at, t0_ + 4s);  // the next even second after the release
+  EXPECT_FALSE(e->task_state->last_run_error.has_value());
+}
+
+TEST_P(GlobalTaskTest, LogsErrorWhenTheTaskThrows) {
+  PluginScheduler& plugin = Node(&logs_);
+  ASSERT_TRUE(
+      plugin
+          .ScheduleTask(Global("task1", Iso("PT1H"),
+                               [](std::stop_token) { throw std::runtime_error("task failed badly"); }))
+          .ok());
+  ASSERT_TRUE(Eventually([&] { return logs_.Contains(LogLevel::kError, "task failed badly"); }));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  auto e = StateOf(plugin, "task1");
+  EXPECT_EQ(e->task_state->last_run_ended_at, t0_);
+  ASSERT_TRUE(e->task_state->last_run_error.has_value());
+  EXPECT_NE(e->task_state->last_run_error->find("failed"), std::string::npos);
+  auto parsed = ParseSerializedError(*e->task_state->last_run_error);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->message, "task failed badly");
+  EXPECT_EQ(e->task_state->starts_at, t0_ + 1h);  // fixed rate after the planned start
+}
+
+TEST_P(GlobalTaskTest, RunsTasksMoreThanOnceEvenWhenTheTaskThrows) {
+  PluginScheduler& plugin = Node();
+  CallCounter calls;
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", CronFrequency{"* * * * * *", "UTC"},
+                                       [&](std::stop_token) {
+                                         calls.Hit();
+                                         throw std::runtime_error("failed");
+                                       }))
+                  .ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));  // next occurrence minus 1 s: due at once
+  for (int i = 2; i <= 3; ++i) {
+    ASSERT_TRUE(WaitReleased(plugin, "task1"));
+    clock_.Advance(1s);
+    ASSERT_TRUE(calls.WaitForCalls(i));
+  }
+  EXPECT_GE(calls.calls(), 3);
+}
+
+TEST_P(GlobalTaskTest, DoesNotClobberTheTicketLockWhenStolen) {
+  PluginScheduler& plugin = Node(&logs_);
+  Gate gate;
+  std::atomic<bool> entered{false};
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", Iso("PT1H"),
+                                       [&](std::stop_token) {
+                                         entered = true;
+                                         gate.Wait(std::stop_token());  // ignores stop: finishes when told
+                                       }))
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return entered.load(); }));
+  store::Store& db = Direct(clock_);
+  // Another node cancels the run and claims it.
+  ASSERT_TRUE(db.CancelTask({"task1", SerializeErrorMessage("Task was cancelled")}).ok());
+  auto stolen = db.TryClaimTask({"task1", "stolen", 1min});
+  ASSERT_TRUE(stolen.ok() && stolen->has_value());
+  gate.Open();
+  ASSERT_TRUE(
+      Eventually([&] { return logs_.Contains(LogLevel::kInfo, "was no longer owned by this node"); }));
+  auto row = Row(db, "task1");
+  EXPECT_EQ(row->current_run_ticket, "stolen");
+  EXPECT_TRUE(row->current_run_started_at.has_value());
+  EXPECT_TRUE(row->current_run_expires_at.has_value());
+}
+
+TEST_P(GlobalTaskTest, GracefullyHandlesADisappearedTaskRow) {
+  PluginScheduler& plugin = Node(&logs_);
+  CallCounter calls;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
+  store::Store& db = Direct(clock_);
+  ASSERT_TRUE(db.DeleteTask({"task1"}).ok());
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(5s);  // the next poll
+  ASSERT_TRUE(Eventually([&] { return logs_.Contains(LogLevel::kInfo, "No longer able to find task"); }));
+  auto e = StateOf(plugin, "task1");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->task_state.has_value());  // null in the REST API
+  EXPECT_EQ(plugin.TriggerTask("task1"), NotFoundError("Task task1 does not exist"));
+  EXPECT_EQ(calls.calls(), 0);
+}
+
+TEST_P(GlobalTaskTest, RespectsInitialDelayDurationPerWorker) {
+  PluginScheduler& node1 = Node();
+  CallCounter calls1;
+  CallCounter calls2;
+  TaskDefinition task1 = Global("task1", Ms(100), [&](std::stop_token) { calls1.Hit(); });
+  task1.initial_delay = Ms(300);
+  ASSERT_TRUE(node1.ScheduleTask(task1).ok());
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(250ms);
+  EXPECT_EQ(calls1.calls(), 0);
+  clock_.Advance(100ms);  // 350 ms
+  ASSERT_TRUE(calls1.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(node1, "task1"));
+
+  PluginScheduler& node2 = Node();
+  TaskDefinition task2 = Global("task1", Ms(100), [&](std::stop_token) { calls2.Hit(); });
+  task2.initial_delay = Ms(300);
+  ASSERT_TRUE(node2.ScheduleTask(task2).ok());
+  EXPECT_EQ(StateOf(node2, "task1")->worker_state, WorkerStatus::kInitialWait);
+  for (int i = 2; i <= 3; ++i) {  // node 1 keeps running the task while node 2 waits
+    ASSERT_TRUE(clock_.WaitForWaiters(2));
+    clock_.Advance(100ms);
+    ASSERT_TRUE(calls1.WaitForCalls(i));
+    ASSERT_TRUE(WaitReleased(node1, "task1"));
+  }
+  EXPECT_EQ(calls2.calls(), 0);
+  EXPECT_EQ(StateOf(node2, "task1")->worker_state, WorkerStatus::kInitialWait);
+}
+
+TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesFromCronFrequency) {
+  PluginScheduler& plugin = Node();
+  store::Store& db = Direct(clock_);
+  auto fn = [](std::stop_token) {};
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"}, fn)).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 15min - 1s);
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", CronFrequency{"*/2 * * * *", "UTC"}, fn)).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 2min - 1s);
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"}, fn)).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 2min - 1s);
+}
+
+TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWhenUsingHumanDurationFrequency) {
+  PluginScheduler& plugin = Node();
+  store::Store& db = Direct(clock_);
+  CallCounter calls;
+  auto fn = [&](std::stop_token) { calls.Hit(); };
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT120M"), fn)).ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 120min);
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT60M"), fn)).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 60min);
+  clock_.Advance(1s);
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT60M"), fn)).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 60min);
+}
+
+TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWithInitialStartDelay) {
+  PluginScheduler& plugin = Node();
+  store::Store& db = Direct(clock_);
+  CallCounter calls;
+  auto fn = [&](std::stop_token) { calls.Hit(); };
+  TaskDefinition task = Global("task1", Iso("PT120M"), fn);
+  task.initial_delay = Iso("PT2M");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 2min);
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(2min);
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 122min);
+  task.frequency = Iso("PT60M");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 62min);
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 62min);
+}
+
+TEST_P(GlobalTaskTest, NextRunStartAtIsNotSetForManuallyTriggeredTasks) {
+  PluginScheduler& plugin = Node();
+  store::Store& db = Direct(clock_);
+  CallCounter calls;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
+  EXPECT_FALSE(Row(db, "task1")->next_run_start_at.has_value());
+  ASSERT_TRUE(plugin.TriggerTask("task1").ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  auto row = Row(db, "task1");
+  EXPECT_FALSE(row->next_run_start_at.has_value());
+  EXPECT_EQ(row->last_run_ended_at, t0_);
+}
+
+TEST_P(GlobalTaskTest, SwitchingFromManualToATimedCadenceStartsRunning) {
+  PluginScheduler& plugin = Node();
+  CallCounter calls;
+  auto fn = [&](std::stop_token) { calls.Hit(); };
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, fn)).ok());
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT10S"), fn)).ok());
+  // The stored NULL is replaced by now + 10 s (Backstage would keep NULL until a trigger: spec §3.3 quirk).
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(10s);
+  ASSERT_TRUE(calls.WaitForCalls(1));
+}
+
+TEST_P(GlobalTaskTest, CanCancelARunningTask) {
+  PluginScheduler& plugin = Node();
+  Gate gate;
+  Gate hold;  // keeps the cancelled run on this node until the row has been inspected
+  CallCounter calls;
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", Iso("PT1H"),
+                                       [&](std::stop_token s) {
+                                         if (calls.calls() == 0) {
+                                           gate.Wait(s);
+                                           hold.Wait(std::stop_token());
+                                         }
+                                         calls.Hit();
+                                       }))
+                  .ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  ASSERT_TRUE(plugin.CancelTask("task1").ok());
+  ASSERT_TRUE(gate.WaitUntilStopObserved());  // at once on the node that cancelled, no liveness tick needed
+  store::Store& db = Direct(clock_);
+  auto row = Row(db, "task1");
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_FALSE(row->current_run_started_at.has_value());
+  EXPECT_FALSE(row->current_run_expires_at.has_value());
+  EXPECT_EQ(row->last_run_ended_at, t0_);
+  ASSERT_TRUE(row->last_run_error_json.has_value());
+  EXPECT_NE(row->last_run_error_json->find("Task was cancelled"), std::string::npos);
+  EXPECT_EQ(row->next_run_start_at, t0_);  // not moved by the cancel
+  hold.Open();
+  // As in Backstage (spec §3.9), the cancelled task is due again at once: the next poll runs it.
+  ASSERT_TRUE(calls.WaitForCalls(2));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 1h);
+}
+
+TEST_P(GlobalTaskTest, CannotCancelANonExistentTask) {
+  PluginScheduler& plugin = Node();
+  EXPECT_EQ(plugin.CancelTask("nope"), NotFoundError("Task nope does not exist"));
+}
+
+TEST_P(GlobalTaskTest, CannotCancelATaskThatIsNotRunning) {
+  PluginScheduler& plugin = Node();
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, [](std::stop_token) {})).ok());
+  EXPECT_EQ(plugin.CancelTask("task1"), ConflictError("Task task1 is not running"));
+}
+
+// ---- Run supervision: timeout, liveness
+// ---------------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, TheTimeoutRequestsStop) {
+  PluginScheduler& plugin = Node();
+  Gate gate;
+  TaskDefinition task = Global("task1", Iso("PT1H"), [&](std::stop_token s) { gate.Wait(s); });
+  task.timeout = Iso("PT2S");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(1s);
+  EXPECT_FALSE(gate.stop_observed());
+  clock_.Advance(1s);
+  ASSERT_TRUE(gate.WaitUntilStopObserved());
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+}
+
+TEST_P(GlobalTaskTest, ALivenessCheckStopsARunWhoseTicketWasClearedElsewhere) {
+  PluginScheduler& plugin = Node(&logs_);
+  Gate gate;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", Iso("PT1H"), [&](std::stop_token s) { gate.Wait(s); })).ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  store::Store& db = Direct(clock_);
+  ASSERT_TRUE(db.CancelTask({"task1", SerializeErrorMessage("Task was cancelled")}).ok());  // another node
+  EXPECT_FALSE(gate.stop_observed());
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(5s);  // work_check_frequency
+  ASSERT_TRUE(gate.WaitUntilStopObserved());
+  EXPECT_TRUE(logs_.Contains(LogLevel::kInfo, "ticket is no longer valid"));
+}
+
+// ---- §11.3 PluginTaskSchedulerImpl
+// --------------------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, CanRunTheV1HappyPath) {
+  PluginScheduler& plugin = Node();
+  CallCounter calls;
+  std::atomic<bool> stop_possible{false};
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", Ms(5000),
+                                       [&](std::stop_token s) {
+                                         stop_possible = s.stop_possible();
+                                         calls.Hit();
+                                       }))
+                  .ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  EXPECT_TRUE(stop_possible.load());
+}
+
+TEST_P(GlobalTaskTest, CanRunTheV2HappyPath) {
+  PluginScheduler& plugin = Node();
+  CallCounter calls;
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", CronFrequency{"* * * * * *", "UTC"},
+                                       [&](std::stop_token) { calls.Hit(); }))
+                  .ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  clock_.Advance(1s);
+  ASSERT_TRUE(calls.WaitForCalls(2));
+}
+
+TEST_P(GlobalTaskTest, AbortsTheTaskIfTheShutdownHookIsInvokedAndReleasesTheRun) {
+  Scheduler& node = AddNode(&clock_, nullptr);
+  PluginScheduler& plugin = node.ForPlugin(kPlugin);
+  Gate gate;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", Iso("PT1H"), [&](std::stop_token s) { gate.Wait(s); })).ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  node.Shutdown();
+  EXPECT_TRUE(gate.stop_observed());
+  store::Store& db = Direct(clock_);
+  auto row = Row(db, "task1");
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_EQ(row->last_run_ended_at, t0_);
+  EXPECT_EQ(row->next_run_start_at, t0_ + 1h);
+}
+
+TEST_P(GlobalTaskTest, CanManuallyTriggerATaskWithoutWaitingForThePollInterval) {
+  PluginScheduler& plugin = Node();
+  CallCounter calls;
+  TaskDefinition task = Global("task1", Iso("P1Y"), [&](std::stop_token) { calls.Hit(); });
+  task.initial_delay = Iso("P1Y");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  ASSERT_TRUE(plugin.TriggerTask("task1").ok());
+  // The fake clock does not move: the trigger wakes the poller, the run starts.
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  EXPECT_EQ(clock_.WallNow(), t0_);
+}
+
+TEST_P(GlobalTaskTest, ATriggerOnAnotherNodeWakesThisNode) {
+  PluginScheduler& runner = Node();
+  PluginScheduler& other = Node();
+  CallCounter calls;
+  ASSERT_TRUE(
+      runner.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
+  // `other` has not scheduled task1: its trigger goes through the database and the notification channel.
+  ASSERT_TRUE(other.ScheduleTask(Global("unrelated", ManualTrigger{}, [](std::stop_token) {})).ok());
+  ASSERT_TRUE(clock_.WaitForWaiters(2));
+  ASSERT_TRUE(other.TriggerTask("task1").ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  EXPECT_EQ(clock_.WallNow(), t0_);
+}
+
+TEST_P(GlobalTaskTest, CantTriggerANonExistentTask) {
+  PluginScheduler& plugin = Node();
+  EXPECT_EQ(plugin.TriggerTask("nope"), NotFoundError("Task nope does not exist"));
+}
+
+TEST_P(GlobalTaskTest, CantTriggerARunningTask) {
+  PluginScheduler& plugin = Node();
+  Gate gate;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", Iso("PT1H"), [&](std::stop_token s) { gate.Wait(s); })).ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  EXPECT_EQ(plugin.TriggerTask("task1"), ConflictError("Task task1 is currently running"));
+  gate.Open();
+}
+
+TEST_P(GlobalTaskTest, ALocalTriggerOfAnUnknownIdGoesThroughTheDatabase) {
+  PluginScheduler& plugin = Node();
+  TaskDefinition task = Global("local1", Iso("PT1H"), [](std::stop_token) {});
+  task.scope = TaskScope::kLocal;
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  EXPECT_EQ(plugin.TriggerTask("nope"), NotFoundError("Task nope does not exist"));
+}
+
+TEST_P(GlobalTaskTest, CreateScheduledTaskRunnerCanRunTheHappyPath) {
+  PluginScheduler& plugin = Node();
+  CallCounter calls;
+  TaskScheduleDefinition schedule;
+  schedule.frequency = Iso("PT1M");
+  schedule.timeout = Iso("PT1M");
+  ASSERT_TRUE(plugin.CreateScheduledTaskRunner(schedule)
+                  .Run({"task1", [&](std::stop_token) { calls.Hit(); }, {}})
+                  .ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+}
+
+TEST_P(GlobalTaskTest, CanFetchBothGlobalAndLocalTaskIds) {
+  PluginScheduler& plugin = Node();
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT5S"), [](std::stop_token) {})).ok());
+  TaskDefinition local = Global("task2", Iso("PT5S"), [](std::stop_token) {});
+  local.scope = TaskScope::kLocal;
+  ASSERT_TRUE(plugin.ScheduleTask(local).ok());
+  std::vector<TaskDescriptor> tasks = plugin.GetScheduledTasks();
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].id, "task1");
+  EXPECT_EQ(tasks[0].scope, TaskScope::kGlobal);
+  EXPECT_EQ(tasks[0].settings.cadence, "PT5S");
+  EXPECT_EQ(tasks[1].id, "task2");
+  EXPECT_EQ(tasks[1].scope, TaskScope::kLocal);
+}
+
+TEST_P(GlobalTaskTest, TaskStatesShowTheClusterStateAndThisWorker) {
+  PluginScheduler& plugin = Node();
+  ASSERT_TRUE(plugin.ScheduleTask(Global("manual", ManualTrigger{}, [](std::stop_token) {})).ok());
+  TaskDefinition local = Global("local", Iso("PT1H"), [](std::stop_token) {});
+  local.scope = TaskScope::kLocal;
+  local.initial_delay = Iso("PT1M");
+  ASSERT_TRUE(plugin.ScheduleTask(local).ok());
+  auto states = plugin.GetTaskStates();
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 2u);
+  EXPECT_EQ((*states)[0].task_id, "manual");
+  ASSERT_TRUE((*states)[0].task_state.has_value());
+  EXPECT_EQ((*states)[0].task_state->status, TaskStatus::kIdle);
+  EXPECT_FALSE((*states)[0].task_state->starts_at.has_value());
+  EXPECT_EQ((*states)[0].worker_state, WorkerStatus::kIdle);
+  EXPECT_EQ((*states)[1].task_id, "local");
+  EXPECT_EQ((*states)[1].worker_state, WorkerStatus::kInitialWait);
+  EXPECT_EQ((*states)[1].task_state->starts_at, t0_ + 1min);
+}
+
+TEST_P(GlobalTaskTest, AnIdCanBeRescheduledAsLocal) {
+  PluginScheduler& plugin = Node();
+  CallCounter global_calls;
+  CallCounter local_calls;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { global_calls.Hit(); }))
+          .ok());
+  TaskDefinition local = Global("task1", ManualTrigger{}, [&](std::stop_token) { local_calls.Hit(); });
+  local.scope = TaskScope::kLocal;
+  ASSERT_TRUE(plugin.ScheduleTask(local).ok());
+  ASSERT_TRUE(plugin.TriggerTask("task1").ok());  // the local worker is asked first
+  ASSERT_TRUE(local_calls.WaitForCalls(1));
+  EXPECT_EQ(global_calls.calls(), 0);
+  ASSERT_EQ(plugin.GetScheduledTasks().size(), 1u);
+}
+
+// ---- Failures
+// ---------------------------------------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, AWorkerStopsWhenTheStoredSettingsCannotBeParsed) {
+  PluginScheduler& plugin = Node(&logs_);
+  CallCounter calls;
+  ASSERT_TRUE(
+      plugin.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
+  // A newer octop writes settings this build cannot parse: like Backstage's worker, this node stops working
+  // on the task (other nodes are assumed to handle it).
+  faults_->newer_settings = true;
+  ASSERT_TRUE(plugin.TriggerTask("task1").ok());
+  ASSERT_TRUE(Eventually([&] { return logs_.Contains(LogLevel::kInfo, "can no longer parse"); }))
+      << logs_.Dump();
+  EXPECT_EQ(calls.calls(), 0);
+}
+
+TEST_P(GlobalTaskTest, ADatabaseOutageIsLoggedAndSurvived) {
+  PluginScheduler& plugin = Node(&logs_);
+  CallCounter calls;
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT10S"), [&](std::stop_token) { calls.Hit(); })).ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  faults_->down = true;
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(10s);
+  ASSERT_TRUE(Eventually([&] { return logs_.Contains(LogLevel::kWarn, "Task state poll failed"); }));
+  EXPECT_EQ(plugin.TriggerTask("task1").code(), StatusCode::kUnavailable);
+  faults_->down = false;
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(1s);  // the retry after a failed poll
+  ASSERT_TRUE(calls.WaitForCalls(2));
+}
+
+// ---- §11.4 janitor
+// --------------------------------------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, TheJanitorFreesRunsWhoseTimeoutExpired) {
+  PluginScheduler& plugin = Node(&logs_);
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, [](std::stop_token) {})).ok());
+  store::Store& db = Direct(clock_);
+  // A run claimed by a node that died: it expires after 1 s.
+  ASSERT_TRUE(db.UpsertTask({"orphan", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1S"})",
+                             store::DbNowPlus{}, store::NullTime{}})
+                  .ok());
+  auto claimed = db.TryClaimTask({"orphan", "dead-node", 1s});
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(61s);  // the janitor's next sweep
+  ASSERT_TRUE(Eventually(
+      [&] { return logs_.Contains(LogLevel::kWarn, "Task timed out and was lost: test/orphan"); }));
+  auto row = Row(db, "orphan");
+  EXPECT_FALSE(row->current_run_ticket.has_value());
+  EXPECT_FALSE(row->current_run_started_at.has_value());
+  EXPECT_FALSE(row->current_run_expires_at.has_value());
+  EXPECT_FALSE(row->last_run_error_json.has_value());  // the janitor writes no error
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GlobalTaskTest, ::testing::ValuesIn(store::testing::AllBackends()),
+                         BackendName);
+
+}  // namespace
+}  // namespace octop::runtime_testing

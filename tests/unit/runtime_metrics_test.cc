@@ -1,0 +1,93 @@
+// The run metrics of spec §10, read back through the Prometheus text format the HTTP layer serves.
+#include <memory>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <octop/scheduler.h>
+#include <octop/testing/fake_clock.h>
+
+#include "../integration/runtime_test_support.h"
+#include "runtime/scheduler_metrics.h"
+
+namespace octop {
+namespace {
+
+using runtime_testing::Iso;
+
+std::string Scrape(const std::shared_ptr<prometheus::Registry>& registry) {
+  return prometheus::TextSerializer().Serialize(registry->Collect());
+}
+
+TEST(SchedulerMetricsTest, RecordsStartsEndsAndDurations) {
+  testing::FakeClock clock;
+  runtime::SchedulerMetrics metrics(nullptr);
+  runtime::RunOutcome ok = metrics.Run([&](std::stop_token) { clock.Advance(std::chrono::seconds(2)); },
+                                       std::stop_token(), clock, "plug", "t1", TaskScope::kGlobal);
+  EXPECT_FALSE(ok.error.has_value());
+  EXPECT_DOUBLE_EQ(ok.seconds, 2.0);
+  runtime::RunOutcome failed = metrics.Run([](std::stop_token) { throw std::runtime_error("bad"); },
+                                           std::stop_token(), clock, "plug", "t1", TaskScope::kGlobal);
+  EXPECT_EQ(failed.error, "bad");
+
+  const std::string text = Scrape(metrics.registry());
+  EXPECT_NE(
+      text.find(
+          R"(backend_tasks_task_runs_count{plugin="plug",result="started",scope="global",taskId="t1"} 2)"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(
+          R"(backend_tasks_task_runs_count{plugin="plug",result="completed",scope="global",taskId="t1"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(backend_tasks_task_runs_count{plugin="plug",result="failed",scope="global",taskId="t1"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(backend_tasks_task_runs_duration_bucket{plugin="plug",result="completed",scope="global",taskId="t1",le="5"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(backend_tasks_task_runs_duration_bucket{plugin="plug",result="completed",scope="global",taskId="t1",le="1"} 0)"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(R"(backend_tasks_task_runs_duration_bucket{plugin="plug",result="completed",scope="global",)"
+                R"(taskId="t1",le="3600"} 1)"),
+      std::string::npos);
+  // 2026-01-01T00:00:00Z is 1767225600 s after the epoch; the first run started there.
+  EXPECT_NE(
+      text.find("backend_tasks_task_runs_started{plugin=\"plug\",scope=\"global\",taskId=\"t1\"} 176722560"),
+      std::string::npos);
+  EXPECT_NE(text.find("backend_tasks_task_runs_completed{plugin=\"plug\",result=\"failed\",scope=\"global\","
+                      "taskId=\"t1\"} 176722560"),
+            std::string::npos);
+}
+
+TEST(SchedulerMetricsTest, TheSchedulerExposesItsRegistryAndCountsLocalRuns) {
+  testing::FakeClock clock;
+  SchedulerOptions options;
+  options.clock = &clock;
+  options.logger = [](LogLevel, std::string_view) {};
+  Scheduler scheduler(options);
+  runtime_testing::CallCounter calls;
+  TaskDefinition task;
+  task.id = "loc";
+  task.frequency = Iso("PT1H");
+  task.timeout = Iso("PT1M");
+  task.scope = TaskScope::kLocal;
+  task.fn = [&](std::stop_token) { calls.Hit(); };
+  ASSERT_TRUE(scheduler.ForPlugin("p").ScheduleTask(task).ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(runtime_testing::Eventually([&] {
+    return Scrape(scheduler.metrics_registry())
+               .find(
+                   R"(backend_tasks_task_runs_count{plugin="p",result="completed",scope="local",taskId="loc"} 1)") !=
+           std::string::npos;
+  }));
+}
+
+}  // namespace
+}  // namespace octop
