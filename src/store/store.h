@@ -411,6 +411,7 @@ inline constexpr std::string_view kMigrationNames[] = {
     "20250411000000_last_run.js",           // + last_run_error_json, last_run_ended_at
     "octop_0001_jobs",                      // octop_jobs and its indexes
     "octop_0002_config",                    // octop_config
+    "octop_0003_job_queue",  // + worker_id; unique and claim indexes cover 'failed'; octop_queues; the views
 };
 inline constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrationNames));
 

@@ -75,14 +75,16 @@ TEST_P(StoreConformance, JobsTableHasColumnsAndNullability) {
   const std::vector<std::string> names = {"id",          "queue",         "kind",       "payload",
                                           "priority",    "scheduled_at",  "status",     "attempt",
                                           "max_retries", "attempt_token", "last_error", "created_at",
-                                          "started_at",  "completed_at",  "expires_at", "unique_key"};
+                                          "started_at",  "completed_at",  "expires_at", "unique_key",
+                                          "worker_id"};
   ASSERT_EQ(columns->size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ((*columns)[i].name, names[i]);
   const std::map<std::string, bool> not_null = {
       {"id", true},          {"queue", true},          {"kind", true},        {"payload", true},
       {"priority", true},    {"scheduled_at", true},   {"status", true},      {"attempt", true},
       {"max_retries", true}, {"attempt_token", false}, {"last_error", false}, {"created_at", true},
-      {"started_at", false}, {"completed_at", false},  {"expires_at", false}, {"unique_key", false}};
+      {"started_at", false}, {"completed_at", false},  {"expires_at", false}, {"unique_key", false},
+      {"worker_id", false}};
   for (const ColumnInfo& c : *columns) {
     EXPECT_EQ(c.not_null, not_null.at(c.name)) << c.name;
     EXPECT_EQ(c.primary_key, c.name == "id") << c.name;
@@ -98,12 +100,12 @@ TEST_P(StoreConformance, JobsTableHasPartialUniqueKeyAndClaimIndexes) {
     if (index.unique && index.partial && index.columns == std::vector<std::string>{"unique_key"})
       unique_key = true;
     if (!index.unique && index.partial &&
-        index.columns == std::vector<std::string>{"status", "queue", "priority", "scheduled_at"}) {
+        index.columns == std::vector<std::string>{"queue", "priority", "scheduled_at", "id"}) {
       claim = true;
     }
   }
-  EXPECT_TRUE(unique_key) << "partial UNIQUE index on unique_key over pending/running jobs";
-  EXPECT_TRUE(claim) << "partial claim index on (status, queue, priority, scheduled_at)";
+  EXPECT_TRUE(unique_key) << "partial UNIQUE index on unique_key over pending/running/failed jobs";
+  EXPECT_TRUE(claim) << "partial claim index on (queue, priority, scheduled_at, id) over pending/failed jobs";
 }
 
 TEST_P(StoreConformance, ConfigTableHasKeyValueUpdatedAt) {

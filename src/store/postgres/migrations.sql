@@ -125,6 +125,44 @@ CREATE TABLE {ns}.octop_config (
   updated_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- name: Migration6JobQueue
+-- octop_0003_job_queue: what the job queue's operations need (issue 6); same objects as on SQLite.
+-- * worker_id: who claimed a job last. * A 'failed' job waits for its retry, so it is live: the unique key stays
+-- taken and claims consider it; both partial indexes are rebuilt over the statuses they must cover (the claim index
+-- in ORDER BY order, so a claim reads the first rows of one index range). * octop_queues for pause/resume.
+-- * The views of seed 003 for DBAs and the summary API.
+ALTER TABLE {ns}.octop_jobs ADD COLUMN worker_id text NULL;
+DROP INDEX {ns}.octop_jobs_unique_key;
+CREATE UNIQUE INDEX octop_jobs_unique_key ON {ns}.octop_jobs (unique_key)
+  WHERE status IN ('pending', 'running', 'failed');
+DROP INDEX {ns}.octop_jobs_claim;
+CREATE INDEX octop_jobs_claim ON {ns}.octop_jobs (queue, priority, scheduled_at, id)
+  WHERE status IN ('pending', 'failed');
+CREATE INDEX octop_jobs_expires ON {ns}.octop_jobs (expires_at) WHERE status = 'running';
+CREATE INDEX octop_jobs_created ON {ns}.octop_jobs (created_at);
+CREATE TABLE {ns}.octop_queues (
+  name text NOT NULL PRIMARY KEY,
+  paused boolean NOT NULL DEFAULT false,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+-- Per (queue, status): count, oldest scheduled_at, average delay in seconds: for waiting jobs (pending, failed)
+-- now() - scheduled_at over the due ones; for started ones started_at - scheduled_at over those started in the last
+-- hour. SummarizeJobs runs the same query with the store's now (JobSummary in jobs.sql).
+CREATE VIEW {ns}.octop_job_summary AS
+SELECT queue, status, count(*) AS count, min(scheduled_at) AS oldest_scheduled_at,
+       EXTRACT(EPOCH FROM CASE WHEN status IN ('pending', 'failed')
+         THEN avg(now() - scheduled_at) FILTER (WHERE scheduled_at <= now())
+         ELSE avg(started_at - scheduled_at) FILTER (WHERE started_at >= now() - interval '1 hour')
+       END) AS average_delay_seconds
+FROM {ns}.octop_jobs
+GROUP BY queue, status;
+CREATE VIEW {ns}.octop_failed_jobs AS
+SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+       created_at, started_at, completed_at, expires_at, unique_key, worker_id,
+       coalesce(completed_at, started_at, created_at) AS failed_at
+FROM {ns}.octop_jobs
+WHERE status IN ('failed', 'frozen');
+
 -- name: DescribeTable
 -- $1 schema, $2 table (unquoted names).
 SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,

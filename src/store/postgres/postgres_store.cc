@@ -6,8 +6,12 @@
 // the clock's DatabaseNowOverride (NULL in production).
 #include "store/postgres/postgres_store.h"
 
+#include <algorithm>
 #include <array>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <libpq-fe.h>
@@ -16,6 +20,7 @@
 #include <octop/task_settings.h>
 
 #include "postgres_queries.h"
+#include "store/job_rules.h"
 #include "store/postgres/connection_pool.h"
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/pg_listener.h"
@@ -52,22 +57,6 @@ Status ValidateNamespace(std::string_view ns) {
                                 "': the prefix pg_ is reserved for system schemas");
   }
   return Status::Ok();
-}
-
-// Whether `s` can be sent as a PostgreSQL text value at all (no NUL, well-formed UTF-8). Lookups by an id
-// that cannot be stored simply find nothing, as on SQLite, instead of failing with a server encoding error.
-bool IsStorableText(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    auto b = static_cast<unsigned char>(s[i]);
-    if (b == 0) return false;
-    std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
-  }
-  return true;
 }
 
 // A text[] literal: every element double-quoted, with backslash and double quote escaped.
@@ -152,14 +141,94 @@ struct MigrationStep {
   bool knex;  // recorded in knex's table (else octop_migrations)
 };
 
-constexpr std::array<MigrationStep, 5> kMigrations = {{
+constexpr std::array<MigrationStep, 6> kMigrations = {{
     {kMigrationNames[0], sql::kMigration1Init, true},
     {kMigrationNames[1], sql::kMigration2NullableNextRun, true},
     {kMigrationNames[2], sql::kMigration3LastRun, true},
     {kMigrationNames[3], sql::kMigration4Jobs, false},
     {kMigrationNames[4], sql::kMigration5Config, false},
+    {kMigrationNames[5], sql::kMigration6JobQueue, false},
 }};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kLatestSchemaVersion));
+
+// ---- Jobs
+// -------------------------------------------------------------------------------------------------------
+
+// An array literal ({"a",NULL,"b"}) for a text-typed array parameter: every element quoted and escaped, so
+// the server parses it into exactly these values whatever they contain (the value is still a bound
+// parameter).
+std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    if (!values[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+Result<JobRow> ReadJob(const PgResult& r, int i) {
+  JobRow job;
+  job.id = r.Text(i, 0);
+  job.queue = r.Text(i, 1);
+  job.kind = r.Text(i, 2);
+  job.payload_json = r.Text(i, 3);
+  job.priority = std::stoi(r.Text(i, 4));
+  OCTOP_ASSIGN_OR_RETURN(job.scheduled_at, ParseTimestamp(r.Text(i, 5)));
+  const auto status = ParseJobStatus(r.Text(i, 6));
+  if (!status) return InternalError("PostgreSQL: unknown job status '" + r.Text(i, 6) + "'");
+  job.status = *status;
+  job.attempt = std::stoi(r.Text(i, 7));
+  job.max_retries = std::stoi(r.Text(i, 8));
+  job.attempt_token = r.OptText(i, 9);
+  job.last_error = r.OptText(i, 10);
+  OCTOP_ASSIGN_OR_RETURN(job.created_at, ParseTimestamp(r.Text(i, 11)));
+  OCTOP_ASSIGN_OR_RETURN(job.started_at, OptTime(r, i, 12));
+  OCTOP_ASSIGN_OR_RETURN(job.completed_at, OptTime(r, i, 13));
+  OCTOP_ASSIGN_OR_RETURN(job.expires_at, OptTime(r, i, 14));
+  job.unique_key = r.OptText(i, 15);
+  job.worker_id = r.OptText(i, 16);
+  return job;
+}
+
+Result<std::vector<JobRow>> ReadJobs(const PgResult& r) {
+  std::vector<JobRow> jobs;
+  jobs.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) {
+    OCTOP_ASSIGN_OR_RETURN(JobRow job, ReadJob(r, i));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+std::string OutcomeCode(JobOutcome outcome) {
+  switch (outcome) {
+    case JobOutcome::kSuccess:
+      return "0";
+    case JobOutcome::kRetry:
+    case JobOutcome::kFail:
+      return "1";
+    case JobOutcome::kCancel:
+      return "2";
+  }
+  return "";
+}
+
+bool IsUniqueViolation(const Status& status) {
+  return status.message().find("SQLSTATE 23505") != std::string::npos;
+}
+
+// How many times an enqueue re-inserts items whose live duplicate finished between its insert and its lookup.
+constexpr int kEnqueueAttempts = 8;
 
 class PostgresStore final : public Store {
  public:
@@ -180,7 +249,25 @@ class PostgresStore final : public Store {
         sweep_(Make("SweepExpiredTaskRuns", sql::kSweepExpiredTaskRuns)),
         list_all_(Make("ListAllTasks", sql::kListAllTasks)),
         list_ids_(Make("ListTasksByIds", sql::kListTasksByIds)),
-        delete_(Make("DeleteTask", sql::kDeleteTask)) {}
+        delete_(Make("DeleteTask", sql::kDeleteTask)),
+        enqueue_jobs_(Make("EnqueueJobs", sql::kEnqueueJobs)),
+        find_live_keys_(Make("FindLiveJobsByKeys", sql::kFindLiveJobsByKeys)),
+        claim_jobs_(Make("ClaimJobs", sql::kClaimJobs)),
+        complete_jobs_(Make("CompleteJobs", sql::kCompleteJobs)),
+        rescue_jobs_(Make("RescueExpiredJobs", sql::kRescueExpiredJobs)),
+        retry_job_(Make("RetryJob", sql::kRetryJob)),
+        cancel_job_(Make("CancelJob", sql::kCancelJob)),
+        get_job_(Make("GetJob", sql::kGetJob)),
+        list_jobs_(Make("ListJobs", sql::kListJobs)),
+        list_failed_jobs_(Make("ListFailedJobs", sql::kListFailedJobs)),
+        job_summary_(Make("JobSummary", sql::kJobSummary)),
+        next_job_due_(Make("NextJobDueAt", sql::kNextJobDueAt)),
+        set_queue_paused_(Make("SetQueuePaused", sql::kSetQueuePaused)),
+        list_queues_(Make("ListQueues", sql::kListQueues)),
+        delete_finished_(Make("DeleteFinishedJobs", sql::kDeleteFinishedJobs)),
+        get_config_(Make("GetConfig", sql::kGetConfig)),
+        set_config_(Make("SetConfig", sql::kSetConfig)),
+        list_config_(Make("ListConfig", sql::kListConfig)) {}
 
   // Opens the first connection so that an unreachable server is reported by OpenStore.
   Status Connect() {
@@ -348,7 +435,9 @@ class PostgresStore final : public Store {
     if (!IsStorableText(params.error_json)) {
       return InvalidArgumentError("CancelTask: the error JSON is not valid UTF-8");
     }
-    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(cancel_, {NowParam(), params.id, params.error_json}));
+    PgParams p = {NowParam(), params.id, params.error_json, params.next_run ? "1" : "0"};
+    AppendTimeSpec(p, params.next_run.value_or(NullTime{}));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(cancel_, p));
     if (Count(r, 0, 0) == 0) return NotFoundError("Task " + params.id + " does not exist");
     if (Count(r, 0, 1) == 0) return ConflictError("Task " + params.id + " is not running");
     return Status::Ok();
@@ -397,6 +486,363 @@ class PostgresStore final : public Store {
     return std::unique_ptr<Listener>(std::move(listener));
   }
 
+  // ---- Jobs (jobs.sql) ----
+
+  Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
+    OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
+    OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+    const bool keyed =
+        std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j.unique_key.has_value(); });
+    // Without unique keys the batch is one statement, hence one transaction. With them the lookups of skipped
+    // items and any re-insert must commit with it.
+    if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueuedJob> out, EnqueueOn(*conn, jobs));
+    if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+    return out;
+  }
+
+  Status WithTransaction(const std::function<Status(StoreTransaction&)>& fn) override {
+    OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+    OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+    // The caller's SQL names the namespace's tables unqualified.
+    OCTOP_RETURN_IF_ERROR(conn->Exec("SET LOCAL search_path TO " + quoted_schema_ + ", public"));
+    PgTransaction txn(*this, *conn);
+    Status result = fn(txn);
+    if (result.ok() && txn.failure()) result = *txn.failure();
+    if (result.ok() && conn->raw() != nullptr && PQtransactionStatus(conn->raw()) != PQTRANS_INTRANS) {
+      result = FailedPreconditionError("the transaction is no longer open (a statement ended or aborted it)");
+    }
+    if (!result.ok()) {
+      (void)conn->Exec("ROLLBACK");  // if this fails the pool closes the connection, which rolls back too
+      return result;
+    }
+    return conn->Exec("COMMIT");
+  }
+
+  Result<std::vector<JobRow>> ClaimJobs(const ClaimJobsParams& params) override {
+    OCTOP_RETURN_IF_ERROR(ValidateJobName("queue", params.queue));
+    if (params.limit < 1 || params.limit > 1000) {
+      return InvalidArgumentError("ClaimJobs: limit must be 1..1000, got " + std::to_string(params.limit));
+    }
+    if (params.timeout.count() < 0) return InvalidArgumentError("ClaimJobs: timeout must be >= 0");
+    if (!IsStorableText(params.worker_id))
+      return InvalidArgumentError("ClaimJobs: worker_id is not valid UTF-8");
+    std::optional<std::string> kinds;
+    if (!params.kinds.empty()) kinds = TextArrayLiteral(params.kinds);
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(claim_jobs_, {NowParam(), params.queue, std::to_string(params.limit), kinds,
+                                             FormatInterval(params.timeout), params.worker_id}));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, ReadJobs(r));
+    std::sort(jobs.begin(), jobs.end(), [](const JobRow& a, const JobRow& b) {
+      return std::tie(a.priority, a.scheduled_at, a.id) < std::tie(b.priority, b.scheduled_at, b.id);
+    });
+    return jobs;
+  }
+
+  Result<std::vector<bool>> CompleteJobs(const std::vector<JobCompletion>& completions) override {
+    std::vector<bool> applied(completions.size(), false);
+    std::vector<std::optional<std::string>> ids, tokens, outcomes, errors, delays;
+    std::vector<std::size_t> positions;  // input index of each array element
+    for (std::size_t i = 0; i < completions.size(); ++i) {
+      const JobCompletion& c = completions[i];
+      const std::string outcome = OutcomeCode(c.outcome);
+      if (outcome.empty()) return InvalidArgumentError("CompleteJobs: unknown outcome for job " + c.id);
+      // An id that is not a UUID, or a token that cannot be text, matches no row: not applied.
+      if (!IsJobId(c.id) || !IsStorableText(c.attempt_token)) continue;
+      ids.emplace_back(c.id);
+      tokens.emplace_back(c.attempt_token);
+      outcomes.emplace_back(outcome);
+      errors.emplace_back(c.error ? std::optional<std::string>(TruncateJobError(*c.error)) : std::nullopt);
+      delays.emplace_back(FormatInterval(std::max(c.retry_delay, std::chrono::microseconds(0))));
+      positions.push_back(i);
+    }
+    if (positions.empty()) return applied;
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(complete_jobs_, {NowParam(), ArrayLiteral(ids),
+                                                            ArrayLiteral(tokens), ArrayLiteral(outcomes),
+                                                            ArrayLiteral(errors), ArrayLiteral(delays)}));
+    for (int i = 0; i < r.rows(); ++i) {
+      const long ord = Count(r, i, 0);
+      if (ord >= 1 && static_cast<std::size_t>(ord) <= positions.size()) {
+        applied[positions[static_cast<std::size_t>(ord - 1)]] = true;
+      }
+    }
+    return applied;
+  }
+
+  Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) override {
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r, Run(rescue_jobs_, {NowParam(), FormatInterval(params.backoff_base),
+                                       FormatInterval(params.backoff_max), std::string(kJobTimedOutError)}));
+    std::vector<RescuedJob> rescued;
+    for (int i = 0; i < r.rows(); ++i) {
+      rescued.push_back(
+          {r.Text(i, 0), ParseJobStatus(r.Text(i, 1)).value_or(JobStatus::kFailed), std::stoi(r.Text(i, 2))});
+    }
+    std::sort(rescued.begin(), rescued.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    return rescued;
+  }
+
+  Status RetryJob(const RetryJobParams& params) override {
+    if (!IsJobId(params.id)) return NoSuchJob(params.id);
+    Result<PgResult> result = Run(retry_job_, {NowParam(), params.id, postgres::PgNotifyPrefix(schema_)});
+    if (!result.ok()) {
+      if (IsUniqueViolation(result.status())) {
+        return ConflictError("Job " + params.id +
+                             " cannot be retried: another live job holds its unique key");
+      }
+      return result.status();
+    }
+    const PgResult& r = *result;
+    if (r.IsNull(0, 0)) return NoSuchJob(params.id);
+    if (Count(r, 0, 1) == 0) {
+      return ConflictError("Job " + params.id + " is " + r.Text(0, 0) +
+                           ", only failed or frozen jobs can be retried");
+    }
+    return Status::Ok();
+  }
+
+  Status CancelJob(const CancelJobParams& params) override {
+    if (!IsJobId(params.id)) return NoSuchJob(params.id);
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(cancel_job_, {NowParam(), params.id, std::string(kJobCancelledError)}));
+    if (r.IsNull(0, 0)) return NoSuchJob(params.id);
+    if (Count(r, 0, 1) == 1) return Status::Ok();
+    if (r.Text(0, 0) == "running") return ConflictError("Job " + params.id + " is currently running");
+    return ConflictError("Job " + params.id + " has already finished");
+  }
+
+  Result<JobRow> GetJob(std::string_view id) override {
+    if (!IsJobId(id)) return NoSuchJob(id);
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(get_job_, {std::string(id)}));
+    if (r.rows() == 0) return NoSuchJob(id);
+    return ReadJob(r, 0);
+  }
+
+  Result<std::vector<JobRow>> ListJobs(const ListJobsParams& params) override {
+    if (params.limit < 1 || params.limit > 1000) {
+      return InvalidArgumentError("ListJobs: limit must be 1..1000, got " + std::to_string(params.limit));
+    }
+    if (params.offset < 0) return InvalidArgumentError("ListJobs: offset must be >= 0");
+    if ((params.queue && !IsStorableText(*params.queue)) || (params.kind && !IsStorableText(*params.kind))) {
+      return std::vector<JobRow>();
+    }
+    std::optional<std::string> status;
+    if (params.status) status = std::string(JobStatusName(*params.status));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(list_jobs_, {status, params.queue, params.kind, std::to_string(params.limit),
+                                            std::to_string(params.offset)}));
+    return ReadJobs(r);
+  }
+
+  Result<std::vector<JobRow>> ListFailedJobs(const ListFailedJobsParams& params) override {
+    if (params.limit < 1 || params.limit > 1000) {
+      return InvalidArgumentError("ListFailedJobs: limit must be 1..1000, got " +
+                                  std::to_string(params.limit));
+    }
+    if (params.queue && !IsStorableText(*params.queue)) return std::vector<JobRow>();
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(list_failed_jobs_, {params.queue, std::to_string(params.limit)}));
+    return ReadJobs(r);
+  }
+
+  Result<JobSummary> SummarizeJobs() override {
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(job_summary_, {NowParam()}));
+    JobSummary summary;
+    OCTOP_ASSIGN_OR_RETURN(summary.db_now, ParseTimestamp(r.Text(0, 0)));
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.IsNull(i, 1)) continue;  // the LEFT JOIN's row when there are no jobs
+      JobSummaryRow line;
+      line.queue = r.Text(i, 1);
+      const auto status = ParseJobStatus(r.Text(i, 2));
+      if (!status) return InternalError("PostgreSQL: unknown job status '" + r.Text(i, 2) + "'");
+      line.status = *status;
+      line.count = Count(r, i, 3);
+      OCTOP_ASSIGN_OR_RETURN(line.oldest_scheduled_at, OptTime(r, i, 4));
+      if (!r.IsNull(i, 5)) line.average_delay = std::chrono::microseconds(std::stoll(r.Text(i, 5)));
+      summary.rows.push_back(std::move(line));
+    }
+    std::sort(summary.rows.begin(), summary.rows.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.queue, a.status) < std::tie(b.queue, b.status);
+    });
+    return summary;
+  }
+
+  Result<std::optional<WallTime>> NextJobDueAt(std::string_view queue) override {
+    if (!IsStorableText(queue)) return std::optional<WallTime>();
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(next_job_due_, {std::string(queue)}));
+    return OptTime(r, 0, 0);
+  }
+
+  Status SetQueuePaused(std::string_view queue, bool paused) override {
+    OCTOP_RETURN_IF_ERROR(ValidateJobName("queue", queue));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(set_queue_paused_, {NowParam(), std::string(queue), paused ? "true" : "false",
+                                                   postgres::PgNotifyPrefix(schema_)}));
+    (void)r;
+    return Status::Ok();
+  }
+
+  Result<std::vector<QueueInfo>> ListQueues() override {
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(list_queues_, {}));
+    std::vector<QueueInfo> queues;
+    for (int i = 0; i < r.rows(); ++i) queues.push_back({r.Text(i, 0), r.Bool(i, 1)});
+    std::sort(queues.begin(), queues.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    return queues;
+  }
+
+  Result<long> DeleteFinishedJobs(const DeleteFinishedJobsParams& params) override {
+    if (params.older_than.count() < 0)
+      return InvalidArgumentError("DeleteFinishedJobs: older_than must be >= 0");
+    if (params.limit < 1) return InvalidArgumentError("DeleteFinishedJobs: limit must be >= 1");
+    std::vector<std::string> statuses;
+    for (JobStatus s : params.statuses) {
+      if (s != JobStatus::kSuccess && s != JobStatus::kFrozen) {
+        return InvalidArgumentError("DeleteFinishedJobs: only success and frozen jobs can be deleted, not " +
+                                    std::string(JobStatusName(s)));
+      }
+      statuses.emplace_back(JobStatusName(s));
+    }
+    if (statuses.empty()) return 0L;
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r, Run(delete_finished_, {NowParam(), TextArrayLiteral(statuses),
+                                           FormatInterval(params.older_than), std::to_string(params.limit)}));
+    return r.AffectedRows();
+  }
+
+  Result<std::optional<std::string>> GetConfig(std::string_view key) override {
+    OCTOP_RETURN_IF_ERROR(ValidateJobName("config key", key));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(get_config_, {std::string(key)}));
+    if (r.rows() == 0) return std::optional<std::string>();
+    return std::optional<std::string>(r.Text(0, 0));
+  }
+
+  Status SetConfig(std::string_view key, std::string_view value_json) override {
+    OCTOP_RETURN_IF_ERROR(ValidateJobName("config key", key));
+    if (!IsStorableText(value_json) || !nlohmann::json::accept(value_json)) {
+      return InvalidArgumentError("config value for " + std::string(key) + " is not valid JSON");
+    }
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(set_config_, {NowParam(), std::string(key), std::string(value_json),
+                                             postgres::PgNotifyPrefix(schema_)}));
+    (void)r;
+    return Status::Ok();
+  }
+
+  Result<std::vector<ConfigEntry>> ListConfig() override {
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(list_config_, {}));
+    std::vector<ConfigEntry> entries;
+    for (int i = 0; i < r.rows(); ++i) {
+      ConfigEntry entry{r.Text(i, 0), r.Text(i, 1), {}};
+      OCTOP_ASSIGN_OR_RETURN(entry.updated_at, ParseTimestamp(r.Text(i, 2)));
+      entries.push_back(std::move(entry));
+    }
+    return entries;
+  }
+
+  // Inserts a validated batch on `conn` (inside a transaction when any item has a unique key). Items skipped
+  // by ON CONFLICT are looked up; one whose live duplicate finished in between is inserted again.
+  Result<std::vector<EnqueuedJob>> EnqueueOn(postgres::PgConnection& conn,
+                                             const std::vector<EnqueueJobParams>& jobs) {
+    std::vector<EnqueuedJob> out(jobs.size());
+    for (EnqueuedJob& job : out) job.id = NewJobId();
+    std::vector<std::size_t> todo(jobs.size());
+    for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
+    const std::string prefix = postgres::PgNotifyPrefix(schema_);
+    for (int attempt = 0; attempt < kEnqueueAttempts && !todo.empty(); ++attempt) {
+      std::vector<std::optional<std::string>> ids, queues, kinds, payloads, priorities, ats, delays, retries,
+          keys;
+      for (std::size_t i : todo) {
+        const EnqueueJobParams& job = jobs[i];
+        ids.emplace_back(out[i].id);
+        queues.emplace_back(job.queue);
+        kinds.emplace_back(job.kind);
+        payloads.emplace_back(job.payload_json);
+        priorities.emplace_back(std::to_string(job.priority));
+        if (const auto* at = std::get_if<AbsoluteTime>(&job.scheduled_at)) {
+          ats.emplace_back(FormatTimestamp(at->at));
+          delays.emplace_back(std::nullopt);
+        } else {
+          ats.emplace_back(std::nullopt);
+          delays.emplace_back(FormatInterval(std::get<DbNowPlus>(job.scheduled_at).offset));
+        }
+        retries.emplace_back(std::to_string(job.max_retries));
+        keys.emplace_back(job.unique_key);
+      }
+      OCTOP_ASSIGN_OR_RETURN(
+          PgResult inserted,
+          conn.ExecPrepared(enqueue_jobs_.name, enqueue_jobs_.text,
+                            {NowParam(), ArrayLiteral(ids), ArrayLiteral(queues), ArrayLiteral(kinds),
+                             ArrayLiteral(payloads), ArrayLiteral(priorities), ArrayLiteral(ats),
+                             ArrayLiteral(delays), ArrayLiteral(retries), ArrayLiteral(keys), prefix}));
+      std::set<std::string> done;
+      for (int r = 0; r < inserted.rows(); ++r) done.insert(inserted.Text(r, 0));
+      std::vector<std::size_t> skipped;
+      for (std::size_t i : todo) {
+        if (!done.contains(out[i].id)) skipped.push_back(i);
+      }
+      if (skipped.empty()) return out;
+      std::vector<std::optional<std::string>> wanted;
+      for (std::size_t i : skipped) wanted.emplace_back(jobs[i].unique_key);
+      OCTOP_ASSIGN_OR_RETURN(PgResult live, conn.ExecPrepared(find_live_keys_.name, find_live_keys_.text,
+                                                              {ArrayLiteral(wanted)}));
+      std::map<std::string, std::string> holder;
+      for (int r = 0; r < live.rows(); ++r) holder.emplace(live.Text(r, 0), live.Text(r, 1));
+      todo.clear();
+      for (std::size_t i : skipped) {
+        auto it = jobs[i].unique_key ? holder.find(*jobs[i].unique_key) : holder.end();
+        if (it == holder.end()) {
+          todo.push_back(i);  // its holder finished meanwhile: insert it again
+        } else {
+          out[i] = {it->second, true};
+        }
+      }
+    }
+    if (!todo.empty()) return UnavailableError("EnqueueJobs: unique keys kept changing hands, try again");
+    return out;
+  }
+
+  // StoreTransaction on one pooled connection inside BEGIN (WithTransaction).
+  class PgTransaction final : public StoreTransaction {
+   public:
+    PgTransaction(PostgresStore& store, postgres::PgConnection& conn) : store_(store), conn_(conn) {}
+
+    Result<SqlRows> Execute(std::string_view sql_text,
+                            const std::vector<std::optional<std::string>>& params) override {
+      if (failure_) return FailedPreconditionError("the transaction already failed: " + failure_->message());
+      Result<PgResult> r = conn_.ExecParams(std::string(sql_text), params);
+      if (!r.ok()) {
+        failure_ = r.status();
+        return r.status();
+      }
+      SqlRows out;
+      const PGresult* raw = r->raw();
+      const int columns = raw != nullptr ? PQnfields(raw) : 0;
+      for (int c = 0; c < columns; ++c) out.columns.emplace_back(PQfname(raw, c));
+      for (int i = 0; i < r->rows(); ++i) {
+        std::vector<std::optional<std::string>> values;
+        for (int c = 0; c < columns; ++c) values.push_back(r->OptText(i, c));
+        out.rows.push_back(std::move(values));
+      }
+      out.affected_rows = r->AffectedRows();
+      return out;
+    }
+
+    Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
+      OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
+      if (failure_) return FailedPreconditionError("the transaction already failed: " + failure_->message());
+      Result<std::vector<EnqueuedJob>> out = store_.EnqueueOn(conn_, jobs);
+      if (!out.ok()) failure_ = out.status();
+      return out;
+    }
+
+    std::string_view backend() const override { return "postgres"; }
+    const std::optional<Status>& failure() const { return failure_; }
+
+   private:
+    PostgresStore& store_;
+    postgres::PgConnection& conn_;
+    std::optional<Status> failure_;
+  };
+
  private:
   Statement Make(std::string_view name, std::string_view text) const {
     return {"octop_" + std::string(name), Substitute(text, quoted_schema_)};
@@ -440,6 +886,9 @@ class PostgresStore final : public Store {
   ConnectionPool pool_;
   const Statement db_now_, upsert_, poll_, claim_, check_, release_, trigger_, cancel_, sweep_, list_all_,
       list_ids_, delete_;
+  const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_, retry_job_,
+      cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, next_job_due_, set_queue_paused_,
+      list_queues_, delete_finished_, get_config_, set_config_, list_config_;
 };
 
 }  // namespace

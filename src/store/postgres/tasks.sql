@@ -71,10 +71,17 @@ SELECT (SELECT count(*) FROM found), (SELECT count(*) FROM updated),
        (SELECT count(*) FROM (SELECT pg_notify('octop_tasks', $3 || id) FROM updated) n);
 
 -- name: CancelTask
--- $2 id, $3 error json. found = 0: NotFound; updated = 0: Conflict (not running).
+-- $2 id, $3 error json, $4 whether to set next_run_start_at (0: keep it), $5-$7 the next run as a TimeSpec (as in
+-- TryReleaseTask). found = 0: NotFound; updated = 0: Conflict (not running).
 WITH found AS (SELECT id FROM {ns}.backstage_backend_tasks__tasks WHERE id = $2),
      updated AS (UPDATE {ns}.backstage_backend_tasks__tasks
-                 SET current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL,
+                 SET next_run_start_at = CASE WHEN $4::int = 0 THEN next_run_start_at ELSE CASE $5::int
+                       WHEN 1 THEN COALESCE($1::timestamptz, now()) + $7::interval
+                       WHEN 2 THEN $6::timestamptz
+                       WHEN 3 THEN greatest(COALESCE(next_run_start_at, COALESCE($1::timestamptz, now())) + $7::interval,
+                                            COALESCE($1::timestamptz, now()))
+                     END END,
+                     current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL,
                      last_run_ended_at = COALESCE($1::timestamptz, now()), last_run_error_json = $3
                  WHERE id = $2 AND current_run_ticket IS NOT NULL RETURNING id)
 SELECT (SELECT count(*) FROM found), (SELECT count(*) FROM updated);

@@ -122,6 +122,47 @@ CREATE TABLE octop_config (
   updated_at datetime NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
 );
 
+-- name: Migration6JobQueue
+-- octop_0003_job_queue: what the job queue's operations need (issue 6).
+-- * worker_id: who claimed a job last (diagnostics, dashboard).
+-- * A 'failed' job is waiting for its retry, so it is live: the unique key stays taken, and claims consider it.
+--   Both partial indexes are rebuilt over the statuses they must cover.
+-- * octop_queues: pause/resume. Views for DBAs and the summary API (seed 003): octop_job_summary, octop_failed_jobs.
+ALTER TABLE octop_jobs ADD COLUMN worker_id text;
+DROP INDEX octop_jobs_unique_key;
+CREATE UNIQUE INDEX octop_jobs_unique_key ON octop_jobs (unique_key)
+  WHERE status IN ('pending', 'running', 'failed');
+DROP INDEX octop_jobs_claim;
+CREATE INDEX octop_jobs_claim ON octop_jobs (queue, priority, scheduled_at, id)
+  WHERE status IN ('pending', 'failed');
+CREATE INDEX octop_jobs_expires ON octop_jobs (expires_at) WHERE status = 'running';
+CREATE INDEX octop_jobs_created ON octop_jobs (created_at);
+CREATE TABLE octop_queues (
+  name text NOT NULL PRIMARY KEY,
+  paused integer NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+  updated_at datetime NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+-- Per (queue, status): count, oldest scheduled_at, and the average delay in seconds -- for waiting jobs
+-- (pending, failed) now - scheduled_at over the due ones; for started ones started_at - scheduled_at over those
+-- started in the last hour. SummarizeJobs runs the same query with the store's "now" (JobSummary in jobs.sql).
+CREATE VIEW octop_job_summary AS
+SELECT queue, status, count(*) AS count, min(scheduled_at) AS oldest_scheduled_at,
+       CASE WHEN status IN ('pending', 'failed')
+         THEN avg(CASE WHEN scheduled_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+                       THEN (julianday('now') - julianday(scheduled_at)) * 86400.0 END)
+         ELSE avg(CASE WHEN started_at >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour')
+                       THEN (julianday(started_at) - julianday(scheduled_at)) * 86400.0 END)
+       END AS average_delay_seconds
+FROM octop_jobs
+GROUP BY queue, status;
+-- Failed (awaiting a retry) and frozen jobs with when they last failed; newest first with ORDER BY failed_at DESC.
+CREATE VIEW octop_failed_jobs AS
+SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+       created_at, started_at, completed_at, expires_at, unique_key, worker_id,
+       coalesce(completed_at, started_at, created_at) AS failed_at
+FROM octop_jobs
+WHERE status IN ('failed', 'frozen');
+
 -- name: DescribeTable
 SELECT name, type, "notnull", pk FROM pragma_table_info(:table) ORDER BY cid;
 

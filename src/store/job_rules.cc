@@ -1,0 +1,122 @@
+#include "store/job_rules.h"
+
+#include <nlohmann/json.hpp>
+#include <uuid/uuid.h>
+
+namespace octop::store {
+
+namespace {
+
+// Length of the UTF-8 sequence starting at s[i], or 0 when it is not a valid one.
+std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  std::size_t n = 0;
+  if (b < 0x80) {
+    n = 1;
+  } else if ((b >> 5) == 0x6 && b >= 0xC2) {
+    n = 2;
+  } else if ((b >> 4) == 0xE) {
+    n = 3;
+  } else if ((b >> 3) == 0x1E && b <= 0xF4) {
+    n = 4;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool IsStorableText(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    if (s[i] == '\0') return false;
+    const std::size_t n = Utf8SequenceLength(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+Status ValidateJobName(std::string_view what, std::string_view name) {
+  if (name.empty()) return InvalidArgumentError(std::string(what) + " must not be empty");
+  if (name.size() > kMaxJobNameBytes) {
+    return InvalidArgumentError(std::string(what) + " is " + std::to_string(name.size()) +
+                                " bytes, the limit is " + std::to_string(kMaxJobNameBytes));
+  }
+  if (!IsStorableText(name)) return InvalidArgumentError(std::string(what) + " is not valid UTF-8 text");
+  return Status::Ok();
+}
+
+Status ValidateEnqueueJob(std::size_t index, const EnqueueJobParams& job) {
+  const std::string at = "job " + std::to_string(index) + ": ";
+  if (Status s = ValidateJobName("queue", job.queue); !s.ok()) return InvalidArgumentError(at + s.message());
+  if (Status s = ValidateJobName("kind", job.kind); !s.ok()) return InvalidArgumentError(at + s.message());
+  if (job.unique_key) {
+    if (Status s = ValidateJobName("unique_key", *job.unique_key); !s.ok())
+      return InvalidArgumentError(at + s.message());
+  }
+  if (job.max_retries < 0) {
+    return InvalidArgumentError(at + "max_retries must be >= 0, got " + std::to_string(job.max_retries));
+  }
+  if (!std::holds_alternative<DbNowPlus>(job.scheduled_at) &&
+      !std::holds_alternative<AbsoluteTime>(job.scheduled_at)) {
+    return InvalidArgumentError(at + "scheduled_at must be DbNowPlus or AbsoluteTime");
+  }
+  if (!IsStorableText(job.payload_json)) return InvalidArgumentError(at + "payload is not valid UTF-8 text");
+  if (!nlohmann::json::accept(job.payload_json)) {
+    return InvalidArgumentError(at + "payload is not valid JSON: " + job.payload_json.substr(0, 200));
+  }
+  return Status::Ok();
+}
+
+Status ValidateEnqueueBatch(const std::vector<EnqueueJobParams>& jobs) {
+  if (jobs.empty()) return InvalidArgumentError("EnqueueJobs needs at least one job");
+  if (jobs.size() > kMaxEnqueueBatch) {
+    return InvalidArgumentError("EnqueueJobs takes at most " + std::to_string(kMaxEnqueueBatch) +
+                                " jobs at once, got " + std::to_string(jobs.size()));
+  }
+  for (std::size_t i = 0; i < jobs.size(); ++i) OCTOP_RETURN_IF_ERROR(ValidateEnqueueJob(i, jobs[i]));
+  return Status::Ok();
+}
+
+std::string TruncateJobError(std::string_view error) {
+  std::string out;
+  out.reserve(std::min(error.size(), kMaxJobErrorBytes));
+  for (std::size_t i = 0; i < error.size();) {
+    std::size_t n = error[i] == '\0' ? 0 : Utf8SequenceLength(error, i);
+    std::string_view piece = n == 0 ? std::string_view("?") : error.substr(i, n);
+    if (out.size() + piece.size() > kMaxJobErrorBytes) break;
+    out.append(piece);
+    i += n == 0 ? 1 : n;
+  }
+  return out;
+}
+
+bool IsJobId(std::string_view id) {
+  if (id.size() != 36) return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string NewJobId() {
+  uuid_t uuid;
+  uuid_generate_random(uuid);
+  char text[37];
+  uuid_unparse_lower(uuid, text);
+  return text;
+}
+
+Status NoSuchJob(std::string_view id) { return NotFoundError("Job " + std::string(id) + " does not exist"); }
+
+}  // namespace octop::store

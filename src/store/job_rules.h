@@ -1,0 +1,47 @@
+// Job-queue rules every Store backend applies the same way before it touches the database: enqueue
+// validation, error truncation, id shape, and fresh ids. Kept out of the backends so SQLite and PostgreSQL
+// cannot drift apart (the conformance suite checks the resulting behaviour, this file is where it is
+// decided).
+//
+// Thread-safety: pure functions, except NewJobId, which draws from the system's random source (thread-safe).
+#ifndef OCTOP_STORE_JOB_RULES_H_
+#define OCTOP_STORE_JOB_RULES_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <octop/status.h>
+
+#include "store/store.h"
+
+namespace octop::store {
+
+// Checks one enqueue item; kInvalidArgument "job <index>: <field> ..." naming what is wrong.
+Status ValidateEnqueueJob(std::size_t index, const EnqueueJobParams& job);
+// Checks a whole batch (every item, before any write): empty batches and more than kMaxEnqueueBatch items are
+// rejected too.
+Status ValidateEnqueueBatch(const std::vector<EnqueueJobParams>& jobs);
+inline constexpr std::size_t kMaxEnqueueBatch = 10000;
+
+// A queue name, kind, unique key or config key: 1..kMaxJobNameBytes bytes of valid UTF-8 without NUL.
+Status ValidateJobName(std::string_view what, std::string_view name);
+
+// Valid UTF-8 without NUL bytes (what PostgreSQL text accepts).
+bool IsStorableText(std::string_view s);
+
+// `error` cut to at most kMaxJobErrorBytes, never inside a UTF-8 sequence; invalid UTF-8 bytes become '?', so
+// the text is storable on every backend.
+std::string TruncateJobError(std::string_view error);
+
+// A lower-case canonical UUID text (8-4-4-4-12 hex digits). Lookups by anything else find nothing.
+bool IsJobId(std::string_view id);
+
+// A random (version 4) UUID in lower-case canonical text.
+std::string NewJobId();
+
+Status NoSuchJob(std::string_view id);
+
+}  // namespace octop::store
+
+#endif  // OCTOP_STORE_JOB_RULES_H_

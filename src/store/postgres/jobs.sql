@@ -1,0 +1,215 @@
+-- The PostgreSQL statements of the job-queue operations (octop_jobs, octop_queues, octop_config); semantics in
+-- store/store.h, the reasoning in docs/store.md "Jobs".
+--
+-- Conventions as in tasks.sql: {ns} the quoted schema, $1 the database-now override (NULL in production), so "now"
+-- is COALESCE($1::timestamptz, now()). Batches travel as arrays (one element per item, unnest WITH ORDINALITY keeps
+-- the input order), so a batch is one statement and one round trip. A job row is always returned as these 17
+-- columns, in this order (ReadJob in postgres_store.cc):
+--   id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+--   created_at, started_at, completed_at, expires_at, unique_key, worker_id
+
+-- name: EnqueueJobs
+-- $2 ids, $3 queues, $4 kinds, $5 payloads (text, cast to jsonb), $6 priorities, $7 absolute times (NULL: now + $8),
+-- $8 offsets, $9 max_retries, $10 unique keys (NULL: none), $11 the notification prefix "<ns>/".
+-- A unique key held by a live job (pending, running, failed) makes ON CONFLICT skip the row: the partial unique index
+-- decides atomically, waiting for a concurrent inserter of the same key to commit or roll back. Skipped items are
+-- then looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit.
+WITH input AS (
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[],
+                       $8::interval[], $9::int[], $10::text[])
+    WITH ORDINALITY AS t(id, queue, kind, payload, priority, at, delay, max_retries, unique_key, ord)),
+inserted AS (
+  INSERT INTO {ns}.octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries,
+                               created_at, unique_key)
+  SELECT id, queue, kind, payload::jsonb, priority, COALESCE(at, COALESCE($1::timestamptz, now()) + delay),
+         'pending', 0, max_retries, COALESCE($1::timestamptz, now()), unique_key
+  FROM input ORDER BY ord
+  ON CONFLICT (unique_key) WHERE status IN ('pending', 'running', 'failed') DO NOTHING
+  RETURNING id, queue),
+notified AS (SELECT pg_notify('octop_jobs', $11 || q.queue) FROM (SELECT DISTINCT queue FROM inserted) q)
+SELECT id::text, (SELECT count(*) FROM notified) FROM inserted;
+
+-- name: FindLiveJobsByKeys
+-- $1 unique keys. Read in a new snapshot (READ COMMITTED), so it sees the job a concurrent enqueuer committed.
+SELECT unique_key, id::text FROM {ns}.octop_jobs
+WHERE unique_key = ANY ($1::text[]) AND status IN ('pending', 'running', 'failed');
+
+-- name: ClaimJobs
+-- $2 queue, $3 limit, $4 kinds (NULL: any), $5 timeout, $6 worker id. One statement: the subquery locks up to $3
+-- due rows in claim order, skipping rows another claimer holds (SKIP LOCKED: claimers never wait for each other and
+-- never get the same job); the row lock re-checks status, so a row claimed and committed meanwhile is left out.
+WITH picked AS (
+  SELECT id FROM {ns}.octop_jobs
+  WHERE queue = $2
+    AND status IN ('pending', 'failed')
+    AND scheduled_at <= COALESCE($1::timestamptz, now())
+    AND ($4::text[] IS NULL OR kind = ANY ($4::text[]))
+    AND NOT EXISTS (SELECT 1 FROM {ns}.octop_queues q WHERE q.name = $2 AND q.paused)
+  ORDER BY priority, scheduled_at, id
+  LIMIT $3
+  FOR UPDATE SKIP LOCKED)
+UPDATE {ns}.octop_jobs j
+SET status = 'running',
+    attempt = j.attempt + 1,
+    attempt_token = gen_random_uuid()::text,
+    started_at = COALESCE($1::timestamptz, now()),
+    expires_at = COALESCE($1::timestamptz, now()) + $5::interval,
+    worker_id = $6
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id::text, j.queue, j.kind, j.payload::text, j.priority, j.scheduled_at, j.status, j.attempt,
+          j.max_retries, j.attempt_token, j.last_error, j.created_at, j.started_at, j.completed_at, j.expires_at,
+          j.unique_key, j.worker_id;
+
+-- name: CompleteJobs
+-- $2 ids, $3 attempt tokens, $4 outcomes (0 success, 1 failed attempt, 2 cancel), $5 errors, $6 retry delays.
+-- Fenced: only rows still running under the same token change. In SET, j.* are the values before the update. Returns
+-- the 1-based positions that were applied.
+WITH c AS (
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::int[], $5::text[], $6::interval[])
+    WITH ORDINALITY AS c(id, token, outcome, error, delay, ord)),
+updated AS (
+  UPDATE {ns}.octop_jobs j
+  SET status = CASE
+        WHEN c.outcome = 0 THEN 'success'
+        WHEN c.outcome = 1 AND j.attempt <= j.max_retries THEN 'failed'
+        ELSE 'frozen'
+      END,
+      scheduled_at = CASE
+        WHEN c.outcome = 1 AND j.attempt <= j.max_retries THEN COALESCE($1::timestamptz, now()) + c.delay
+        ELSE j.scheduled_at
+      END,
+      completed_at = CASE
+        WHEN c.outcome = 1 AND j.attempt <= j.max_retries THEN NULL
+        ELSE COALESCE($1::timestamptz, now())
+      END,
+      expires_at = NULL,
+      last_error = c.error
+  FROM c
+  WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
+  RETURNING c.ord)
+SELECT ord FROM updated;
+
+-- name: RescueExpiredJobs
+-- $2 backoff base, $3 backoff cap, $4 the error. SKIP LOCKED: a row a completer is updating right now is left to
+-- it (it is finishing, not lost), and the rescuer never waits for -- or deadlocks with -- a worker.
+WITH expired AS (
+  SELECT id FROM {ns}.octop_jobs
+  WHERE status = 'running' AND expires_at < COALESCE($1::timestamptz, now())
+  FOR UPDATE SKIP LOCKED)
+UPDATE {ns}.octop_jobs j
+SET status = CASE WHEN j.attempt <= j.max_retries THEN 'failed' ELSE 'frozen' END,
+    scheduled_at = CASE
+      WHEN j.attempt <= j.max_retries
+        THEN COALESCE($1::timestamptz, now())
+             + LEAST($2::interval * power(2, LEAST(GREATEST(j.attempt - 1, 0), 30)), $3::interval)
+      ELSE j.scheduled_at
+    END,
+    completed_at = CASE WHEN j.attempt <= j.max_retries THEN NULL ELSE COALESCE($1::timestamptz, now()) END,
+    expires_at = NULL,
+    last_error = $4
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id::text, j.status, j.attempt;
+
+-- name: RetryJob
+-- $2 id, $3 notification prefix. current = NULL: NotFound; updated = 0: Conflict. A frozen job whose unique key is
+-- now held by another live job fails with a unique violation (23505), reported as Conflict.
+WITH current_row AS (SELECT status FROM {ns}.octop_jobs WHERE id = $2::uuid),
+updated AS (
+  UPDATE {ns}.octop_jobs
+  SET status = 'pending', scheduled_at = COALESCE($1::timestamptz, now()), max_retries = GREATEST(max_retries, attempt),
+      completed_at = NULL, expires_at = NULL
+  WHERE id = $2::uuid AND status IN ('failed', 'frozen')
+  RETURNING queue),
+notified AS (SELECT pg_notify('octop_jobs', $3 || queue) FROM updated)
+SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated), (SELECT count(*) FROM notified);
+
+-- name: CancelJob
+-- $2 id, $3 the error. current = NULL: NotFound; updated = 0: Conflict (running, or already final).
+WITH current_row AS (SELECT status FROM {ns}.octop_jobs WHERE id = $2::uuid),
+updated AS (
+  UPDATE {ns}.octop_jobs
+  SET status = 'frozen', last_error = $3, completed_at = COALESCE($1::timestamptz, now()), expires_at = NULL
+  WHERE id = $2::uuid AND status IN ('pending', 'failed')
+  RETURNING id)
+SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated);
+
+-- name: GetJob
+SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, attempt, max_retries, attempt_token,
+       last_error, created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM {ns}.octop_jobs WHERE id = $1::uuid;
+
+-- name: ListJobs
+-- $1 status, $2 queue, $3 kind (each NULL: any), $4 limit, $5 offset. Newest first, id breaks ties.
+SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, attempt, max_retries, attempt_token,
+       last_error, created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM {ns}.octop_jobs
+WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR kind = $3)
+ORDER BY created_at DESC, id DESC
+LIMIT $4 OFFSET $5;
+
+-- name: ListFailedJobs
+-- $1 queue (NULL: any), $2 limit.
+SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, attempt, max_retries, attempt_token,
+       last_error, created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM {ns}.octop_failed_jobs
+WHERE ($1::text IS NULL OR queue = $1)
+ORDER BY failed_at DESC, id DESC
+LIMIT $2;
+
+-- name: JobSummary
+-- The octop_job_summary view's query with the store's now; the average delay in microseconds. Returns db now too.
+SELECT c.now, s.queue, s.status, s.count, s.oldest, s.delay_us
+FROM (SELECT COALESCE($1::timestamptz, now()) AS now) c
+LEFT JOIN LATERAL (
+  SELECT queue, status, count(*) AS count, min(scheduled_at) AS oldest,
+         (EXTRACT(EPOCH FROM CASE WHEN status IN ('pending', 'failed')
+            THEN avg(c.now - scheduled_at) FILTER (WHERE scheduled_at <= c.now)
+            ELSE avg(started_at - scheduled_at) FILTER (WHERE started_at >= c.now - interval '1 hour')
+          END) * 1000000)::bigint AS delay_us
+  FROM {ns}.octop_jobs
+  GROUP BY queue, status) s ON true;
+
+-- name: NextJobDueAt
+SELECT min(scheduled_at) FROM {ns}.octop_jobs WHERE queue = $1 AND status IN ('pending', 'failed');
+
+-- name: SetQueuePaused
+-- $2 queue, $3 paused, $4 notification prefix: resuming wakes the queue's workers.
+WITH upserted AS (
+  INSERT INTO {ns}.octop_queues (name, paused, updated_at) VALUES ($2, $3::boolean, COALESCE($1::timestamptz, now()))
+  ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+  RETURNING name, paused),
+notified AS (SELECT pg_notify('octop_jobs', $4 || name) FROM upserted WHERE NOT paused)
+SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM notified);
+
+-- name: ListQueues
+SELECT name, bool_or(paused) FROM (
+  SELECT name, paused FROM {ns}.octop_queues
+  UNION ALL
+  SELECT DISTINCT queue, false FROM {ns}.octop_jobs) q
+GROUP BY name;
+
+-- name: DeleteFinishedJobs
+-- $2 final statuses, $3 older_than, $4 limit per call.
+DELETE FROM {ns}.octop_jobs
+WHERE id IN (
+  SELECT id FROM {ns}.octop_jobs
+  WHERE status = ANY ($2::text[])
+    AND coalesce(completed_at, created_at) < COALESCE($1::timestamptz, now()) - $3::interval
+  LIMIT $4);
+
+-- name: GetConfig
+SELECT value::text FROM {ns}.octop_config WHERE key = $1;
+
+-- name: SetConfig
+-- $2 key, $3 value (text, cast to jsonb), $4 notification prefix.
+WITH upserted AS (
+  INSERT INTO {ns}.octop_config (key, value, updated_at) VALUES ($2, $3::jsonb, COALESCE($1::timestamptz, now()))
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+  RETURNING key),
+notified AS (SELECT pg_notify('octop_config', $4 || key) FROM upserted)
+SELECT (SELECT count(*) FROM notified);
+
+-- name: ListConfig
+SELECT key, value::text, updated_at FROM {ns}.octop_config ORDER BY key COLLATE "C";

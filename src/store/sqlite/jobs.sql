@@ -1,0 +1,166 @@
+-- The job-queue operations on octop_jobs, octop_queues and octop_config (SqliteStore; semantics in store/store.h,
+-- the status diagram and the reasoning in docs/store.md "Jobs").
+--
+-- Times are text 'YYYY-MM-DD HH:MM:SS.SSS' (UTC) written only by octop, so they compare as text. :now is the
+-- database's now resolved at the start of the operation (or the test clock's override). Offsets are strftime
+-- modifiers ('+90.000000 seconds'). Every write runs inside BEGIN IMMEDIATE (the single writer lock), which is what
+-- makes a claim exclusive and a unique-key lookup-then-insert atomic on SQLite.
+-- A job row is always read as these 17 columns, in this order (ReadJobRow):
+--   id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+--   created_at, started_at, completed_at, expires_at, unique_key, worker_id
+
+-- name: FindLiveJobByKey
+-- The job holding a unique key: live means pending, running, or failed (waiting for its retry).
+SELECT id FROM octop_jobs WHERE unique_key = :unique_key AND status IN ('pending', 'running', 'failed');
+
+-- name: InsertJob
+INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, created_at,
+                        unique_key)
+VALUES (:id, :queue, :kind, :payload, :priority, :scheduled_at, 'pending', 0, :max_retries, :now, :unique_key);
+
+-- name: ClaimJobs
+-- :kinds is a JSON array of kinds, or NULL for any. The attempt token is a random UUID v4 made in SQL, one per row.
+UPDATE octop_jobs
+SET status = 'running',
+    attempt = attempt + 1,
+    attempt_token = lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' ||
+                    substr(lower(hex(randomblob(2))), 2) || '-' ||
+                    substr('89ab', 1 + (abs(random()) % 4), 1) || substr(lower(hex(randomblob(2))), 2) || '-' ||
+                    lower(hex(randomblob(6))),
+    started_at = :now,
+    expires_at = strftime('%Y-%m-%d %H:%M:%f', :now, :timeout),
+    worker_id = :worker_id
+WHERE id IN (
+  SELECT id FROM octop_jobs
+  WHERE queue = :queue
+    AND status IN ('pending', 'failed')
+    AND scheduled_at <= :now
+    AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+    AND NOT EXISTS (SELECT 1 FROM octop_queues WHERE name = :queue AND paused = 1)
+  ORDER BY priority, scheduled_at, id
+  LIMIT :limit)
+RETURNING id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+          created_at, started_at, completed_at, expires_at, unique_key, worker_id;
+
+-- name: CompleteJob
+-- :outcome 0 success, 1 failed attempt (retry at now + :delay while attempt <= max_retries, else frozen), 2 cancel
+-- (frozen now). In SET every column reads its value before the update. Fenced by the attempt token.
+UPDATE octop_jobs
+SET status = CASE
+      WHEN :outcome = 0 THEN 'success'
+      WHEN :outcome = 1 AND attempt <= max_retries THEN 'failed'
+      ELSE 'frozen'
+    END,
+    scheduled_at = CASE
+      WHEN :outcome = 1 AND attempt <= max_retries THEN strftime('%Y-%m-%d %H:%M:%f', :now, :delay)
+      ELSE scheduled_at
+    END,
+    completed_at = CASE WHEN :outcome = 1 AND attempt <= max_retries THEN NULL ELSE :now END,
+    expires_at = NULL,
+    last_error = :error
+WHERE id = :id AND attempt_token = :token AND status = 'running';
+
+-- name: RescueExpiredJobs
+-- :base_ms and :max_ms in milliseconds; the backoff doubles per attempt: min(base * 2^(attempt-1), max).
+UPDATE octop_jobs
+SET status = CASE WHEN attempt <= max_retries THEN 'failed' ELSE 'frozen' END,
+    scheduled_at = CASE
+      WHEN attempt <= max_retries
+        THEN strftime('%Y-%m-%d %H:%M:%f', :now,
+                      printf('%+.6f seconds',
+                             min(:base_ms / 1000.0 * (1 << min(max(attempt - 1, 0), 30)), :max_ms / 1000.0)))
+      ELSE scheduled_at
+    END,
+    completed_at = CASE WHEN attempt <= max_retries THEN NULL ELSE :now END,
+    expires_at = NULL,
+    last_error = :error
+WHERE status = 'running' AND expires_at < :now
+RETURNING id, status, attempt;
+
+-- name: JobStatusAndKey
+SELECT status, unique_key, queue FROM octop_jobs WHERE id = :id;
+
+-- name: RetryJob
+UPDATE octop_jobs
+SET status = 'pending',
+    scheduled_at = :now,
+    max_retries = max(max_retries, attempt),
+    completed_at = NULL,
+    expires_at = NULL
+WHERE id = :id AND status IN ('failed', 'frozen');
+
+-- name: CancelJob
+UPDATE octop_jobs
+SET status = 'frozen', last_error = :error, completed_at = :now, expires_at = NULL
+WHERE id = :id AND status IN ('pending', 'failed');
+
+-- name: GetJob
+SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+       created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM octop_jobs WHERE id = :id;
+
+-- name: ListJobs
+-- Optional filters are NULL when absent. Newest first; id breaks ties so pages are stable.
+SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+       created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM octop_jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:kind IS NULL OR kind = :kind)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: ListFailedJobs
+SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
+       created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM octop_failed_jobs
+WHERE (:queue IS NULL OR queue = :queue)
+ORDER BY failed_at DESC, id DESC
+LIMIT :limit;
+
+-- name: JobSummary
+-- The octop_job_summary view's query with the store's now; delays in whole milliseconds (julianday arithmetic is a
+-- double of days, good to well under a millisecond).
+SELECT queue, status, count(*), min(scheduled_at),
+       CAST(round(CASE WHEN status IN ('pending', 'failed')
+         THEN avg(CASE WHEN scheduled_at <= :now THEN (julianday(:now) - julianday(scheduled_at)) * 86400000.0 END)
+         ELSE avg(CASE WHEN started_at >= strftime('%Y-%m-%d %H:%M:%f', :now, '-1 hour')
+                       THEN (julianday(started_at) - julianday(scheduled_at)) * 86400000.0 END)
+       END) AS INTEGER)
+FROM octop_jobs
+GROUP BY queue, status
+ORDER BY queue, status;
+
+-- name: NextJobDueAt
+SELECT min(scheduled_at) FROM octop_jobs WHERE queue = :queue AND status IN ('pending', 'failed');
+
+-- name: SetQueuePaused
+INSERT INTO octop_queues (name, paused, updated_at) VALUES (:queue, :paused, :now)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
+
+-- name: ListQueues
+SELECT name, max(paused) FROM (
+  SELECT name, paused FROM octop_queues
+  UNION ALL
+  SELECT DISTINCT queue, 0 FROM octop_jobs)
+GROUP BY name
+ORDER BY name;
+
+-- name: DeleteFinishedJobs
+-- :statuses a JSON array of final statuses; :cutoff = now - older_than.
+DELETE FROM octop_jobs
+WHERE id IN (
+  SELECT id FROM octop_jobs
+  WHERE status IN (SELECT value FROM json_each(:statuses))
+    AND coalesce(completed_at, created_at) < :cutoff
+  LIMIT :limit);
+
+-- name: GetConfig
+SELECT value FROM octop_config WHERE key = :key;
+
+-- name: SetConfig
+INSERT INTO octop_config (key, value, updated_at) VALUES (:key, :value, :now)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+
+-- name: ListConfig
+SELECT key, value, updated_at FROM octop_config ORDER BY key;

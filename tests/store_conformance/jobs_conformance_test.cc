@@ -1,0 +1,1083 @@
+// The job-queue operations of the Store (issue 6, seed 003), on every backend: enqueue validation and
+// atomicity, unique keys under concurrency, SKIP LOCKED claims, ordering, fencing, retries and freezing,
+// rescue, manual retry/cancel, pause/resume, the summary and its views, config, retention, and transactional
+// enqueue.
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "conformance_fixture.h"
+
+namespace octop::store::testing {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+EnqueueJobParams Job(std::string kind, std::string payload = "{}") {
+  EnqueueJobParams job;
+  job.kind = std::move(kind);
+  job.payload_json = std::move(payload);
+  return job;
+}
+
+class JobsTest : public StoreConformance {
+ protected:
+  std::string Enqueue(EnqueueJobParams job) {
+    auto out = store_->EnqueueJobs({std::move(job)});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (!out.ok() || out->size() != 1) return "";
+    return out->front().id;
+  }
+  JobRow Get(const std::string& id) {
+    auto job = store_->GetJob(id);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? *job : JobRow{};
+  }
+  std::vector<JobRow> Claim(int limit = 10, std::string queue = "default",
+                            std::vector<std::string> kinds = {},
+                            std::chrono::microseconds timeout = minutes(5)) {
+    auto jobs = store_->ClaimJobs({.queue = std::move(queue),
+                                   .limit = limit,
+                                   .kinds = std::move(kinds),
+                                   .timeout = timeout,
+                                   .worker_id = "w1"});
+    EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
+    return jobs.ok() ? *jobs : std::vector<JobRow>{};
+  }
+  bool Complete(const JobRow& job, JobOutcome outcome, std::optional<std::string> error = std::nullopt,
+                std::chrono::microseconds delay = seconds(0)) {
+    auto applied = store_->CompleteJobs({{.id = job.id,
+                                          .attempt_token = job.attempt_token.value_or(""),
+                                          .outcome = outcome,
+                                          .error = std::move(error),
+                                          .retry_delay = delay}});
+    EXPECT_TRUE(applied.ok()) << applied.status().ToString();
+    return applied.ok() && applied->size() == 1 && applied->front();
+  }
+  long Count(std::optional<JobStatus> status = std::nullopt) {
+    auto jobs = store_->ListJobs({.status = status, .limit = 1000});
+    EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
+    return jobs.ok() ? static_cast<long>(jobs->size()) : -1;
+  }
+  std::vector<std::unique_ptr<Store>> Nodes(int n) {
+    std::vector<std::unique_ptr<Store>> nodes;
+    StoreOptions options;
+    options.clock = &clock_;
+    options.busy_timeout = std::chrono::seconds(60);  // 16 threads queue for SQLite's one writer lock
+    for (int i = 0; i < n; ++i) nodes.push_back(OpenNode(options, ns_));
+    return nodes;
+  }
+};
+
+// Reuse the StoreConformance instantiations (Sqlite/..., Postgres/...) for this fixture too.
+std::vector<Backend> BackendsNamed(const std::string& name) {
+  std::vector<Backend> out;
+  for (Backend& b : AllBackends()) {
+    if (b.name == name) out.push_back(std::move(b));
+  }
+  return out;
+}
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) { return info.param.name; }
+INSTANTIATE_TEST_SUITE_P(Sqlite, JobsTest, ::testing::ValuesIn(BackendsNamed("sqlite")), BackendName);
+INSTANTIATE_TEST_SUITE_P(Postgres, JobsTest, ::testing::ValuesIn(BackendsNamed("postgres")), BackendName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(JobsTest);
+
+// ---- Enqueue
+// ------------------------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, EnqueueStoresEveryColumn) {
+  EnqueueJobParams job = Job("email.send", R"({"to": "a@example.com", "n": [1, 2]})");
+  job.queue = "mail";
+  job.priority = -5;
+  job.max_retries = 7;
+  job.unique_key = "mail:a";
+  job.scheduled_at = DbNowPlus{seconds(30)};
+  const std::string id = Enqueue(job);
+  ASSERT_EQ(id.size(), 36u);
+  EXPECT_EQ(id[14], '4') << "UUID version 4: " << id;
+  const JobRow row = Get(id);
+  EXPECT_EQ(row.id, id);
+  EXPECT_EQ(row.queue, "mail");
+  EXPECT_EQ(row.kind, "email.send");
+  EXPECT_EQ(nlohmann::json::parse(row.payload_json), nlohmann::json::parse(job.payload_json));
+  EXPECT_EQ(row.priority, -5);
+  EXPECT_EQ(Show(row.scheduled_at), Show(t0() + seconds(30)));
+  EXPECT_EQ(row.status, JobStatus::kPending);
+  EXPECT_EQ(row.attempt, 0);
+  EXPECT_EQ(row.max_retries, 7);
+  EXPECT_EQ(row.attempt_token, std::nullopt);
+  EXPECT_EQ(row.last_error, std::nullopt);
+  EXPECT_EQ(Show(row.created_at), Show(t0()));
+  EXPECT_EQ(Show(row.started_at), "NULL");
+  EXPECT_EQ(Show(row.completed_at), "NULL");
+  EXPECT_EQ(row.unique_key, std::optional<std::string>("mail:a"));
+  EXPECT_EQ(row.worker_id, std::nullopt);
+}
+
+TEST_P(JobsTest, EnqueueAtAnAbsoluteTime) {
+  EnqueueJobParams job = Job("k");
+  job.scheduled_at = AbsoluteTime{t0() + hours(2)};
+  EXPECT_EQ(Show(Get(Enqueue(job)).scheduled_at), Show(t0() + hours(2)));
+}
+
+TEST_P(JobsTest, EnqueueRejectsInvalidJsonAndWritesNothing) {
+  std::vector<EnqueueJobParams> batch = {Job("ok"), Job("ok"), Job("bad", "{not json")};
+  auto out = store_->EnqueueJobs(batch);
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("job 2"), std::string::npos) << out.status().message();
+  EXPECT_EQ(Count(), 0);
+  EXPECT_EQ(store_->EnqueueJobs({Job("k", "")}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Count(), 0);
+}
+
+TEST_P(JobsTest, EnqueueRejectsNegativeMaxRetriesAndWritesNothing) {
+  EnqueueJobParams bad = Job("k");
+  bad.max_retries = -1;
+  auto out = store_->EnqueueJobs({Job("k"), bad});
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("max_retries"), std::string::npos) << out.status().message();
+  EXPECT_EQ(Count(), 0);
+}
+
+TEST_P(JobsTest, EnqueueRejectsBadNamesAndTimes) {
+  EXPECT_EQ(store_->EnqueueJobs({Job("")}).status().code(), StatusCode::kInvalidArgument);
+  EnqueueJobParams no_queue = Job("k");
+  no_queue.queue = "";
+  EXPECT_EQ(store_->EnqueueJobs({no_queue}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->EnqueueJobs({Job(std::string(256, 'k'))}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->EnqueueJobs({Job("bad\xff utf8")}).status().code(), StatusCode::kInvalidArgument);
+  EnqueueJobParams empty_key = Job("k");
+  empty_key.unique_key = "";
+  EXPECT_EQ(store_->EnqueueJobs({empty_key}).status().code(), StatusCode::kInvalidArgument);
+  EnqueueJobParams null_time = Job("k");
+  null_time.scheduled_at = NullTime{};
+  EXPECT_EQ(store_->EnqueueJobs({null_time}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->EnqueueJobs({}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Count(), 0);
+  // Quotes, percent signs and unicode are data, not SQL.
+  EnqueueJobParams odd = Job("k'; DROP TABLE octop_jobs; --", R"({"s":"100% \"quoted\" ünïcødé 🐙"})");
+  odd.queue = "q'\"%";
+  const std::string id = Enqueue(odd);
+  EXPECT_EQ(Get(id).kind, odd.kind);
+  EXPECT_EQ(Get(id).queue, odd.queue);
+  EXPECT_EQ(nlohmann::json::parse(Get(id).payload_json)["s"], "100% \"quoted\" ünïcødé 🐙");
+}
+
+TEST_P(JobsTest, EnqueueBatchReturnsIdsInInputOrder) {
+  std::vector<EnqueueJobParams> batch;
+  for (int i = 0; i < 200; ++i)
+    batch.push_back(Job("k" + std::to_string(i), R"({"i":)" + std::to_string(i) + "}"));
+  auto out = store_->EnqueueJobs(batch);
+  OCTOP_ASSERT_OK(out);
+  ASSERT_EQ(out->size(), 200u);
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < out->size(); ++i) {
+    EXPECT_FALSE((*out)[i].existing);
+    ids.insert((*out)[i].id);
+    if (i % 37 == 0) {
+      EXPECT_EQ(Get((*out)[i].id).kind, "k" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(ids.size(), 200u);
+  EXPECT_EQ(Count(JobStatus::kPending), 200);
+}
+
+// ---- Unique keys
+// --------------------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, UniqueKeyReturnsTheLiveJob) {
+  EnqueueJobParams job = Job("k");
+  job.unique_key = "only-one";
+  auto first = store_->EnqueueJobs({job});
+  OCTOP_ASSERT_OK(first);
+  auto second = store_->EnqueueJobs({job});
+  OCTOP_ASSERT_OK(second);
+  EXPECT_FALSE(first->front().existing);
+  EXPECT_TRUE(second->front().existing);
+  EXPECT_EQ(second->front().id, first->front().id);
+  // Running still holds the key.
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  auto third = store_->EnqueueJobs({job});
+  OCTOP_ASSERT_OK(third);
+  EXPECT_TRUE(third->front().existing);
+  // Once it succeeded, the key is free again.
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
+  auto fourth = store_->EnqueueJobs({job});
+  OCTOP_ASSERT_OK(fourth);
+  EXPECT_FALSE(fourth->front().existing);
+  EXPECT_NE(fourth->front().id, first->front().id);
+}
+
+TEST_P(JobsTest, UniqueKeyIsHeldWhileAwaitingRetryAndFreedWhenFrozen) {
+  EnqueueJobParams job = Job("k");
+  job.unique_key = "retrying";
+  job.max_retries = 1;
+  const std::string id = Enqueue(job);
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "boom", minutes(1)));
+  ASSERT_EQ(Get(id).status, JobStatus::kFailed);
+  auto again = store_->EnqueueJobs({job});
+  OCTOP_ASSERT_OK(again);
+  EXPECT_TRUE(again->front().existing);
+  EXPECT_EQ(again->front().id, id);
+  clock_.Advance(minutes(1));
+  claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "boom again"));
+  ASSERT_EQ(Get(id).status, JobStatus::kFrozen);
+  auto fresh = store_->EnqueueJobs({job});
+  OCTOP_ASSERT_OK(fresh);
+  EXPECT_FALSE(fresh->front().existing);
+}
+
+TEST_P(JobsTest, UniqueKeyDuplicatesInsideOneBatch) {
+  EnqueueJobParams a = Job("k");
+  a.unique_key = "dup";
+  auto out = store_->EnqueueJobs({a, Job("other"), a});
+  OCTOP_ASSERT_OK(out);
+  ASSERT_EQ(out->size(), 3u);
+  EXPECT_FALSE((*out)[0].existing);
+  EXPECT_FALSE((*out)[1].existing);
+  EXPECT_TRUE((*out)[2].existing);
+  EXPECT_EQ((*out)[2].id, (*out)[0].id);
+  EXPECT_EQ(Count(), 2);
+}
+
+// 16 threads on 4 Stores enqueue the same key at once, round after round: exactly one job per key, and every
+// caller gets its id.
+TEST_P(JobsTest, UniqueKeyUnderSixteenConcurrentEnqueuers) {
+  constexpr int kThreads = 16;
+  constexpr int kRounds = 10;
+  auto nodes = Nodes(4);
+  for (const auto& n : nodes) ASSERT_NE(n, nullptr);
+  std::mutex mu;
+  std::map<std::string, std::set<std::string>> ids_by_key;
+  std::map<std::string, int> inserted_by_key;
+  std::vector<std::string> errors;
+  std::barrier sync(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        Store& node = *nodes[static_cast<std::size_t>(t % 4)];
+        for (int r = 0; r < kRounds; ++r) {
+          EnqueueJobParams job = Job("k");
+          job.unique_key = "key-" + std::to_string(r);
+          sync.arrive_and_wait();
+          auto out = node.EnqueueJobs({job});
+          std::lock_guard lock(mu);
+          if (!out.ok()) {
+            errors.push_back(out.status().ToString());
+            continue;
+          }
+          ids_by_key[*job.unique_key].insert(out->front().id);
+          if (!out->front().existing) ++inserted_by_key[*job.unique_key];
+        }
+      });
+    }
+  }
+  EXPECT_TRUE(errors.empty()) << errors.size() << " errors, first: " << errors.front();
+  ASSERT_EQ(ids_by_key.size(), static_cast<std::size_t>(kRounds));
+  for (const auto& [key, ids] : ids_by_key) {
+    EXPECT_EQ(ids.size(), 1u) << key;
+    EXPECT_EQ(inserted_by_key[key], 1) << key;
+  }
+  EXPECT_EQ(Count(), kRounds);
+}
+
+// ---- Claims
+// -------------------------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, ClaimMarksRunningWithAFreshToken) {
+  const std::string id = Enqueue(Job("k"));
+  clock_.Advance(seconds(3));
+  auto claimed = Claim(10, "default", {}, seconds(90));
+  ASSERT_EQ(claimed.size(), 1u);
+  const JobRow& job = claimed[0];
+  EXPECT_EQ(job.id, id);
+  EXPECT_EQ(job.status, JobStatus::kRunning);
+  EXPECT_EQ(job.attempt, 1);
+  ASSERT_TRUE(job.attempt_token.has_value());
+  EXPECT_EQ(job.attempt_token->size(), 36u);
+  EXPECT_EQ(Show(job.started_at), Show(t0() + seconds(3)));
+  EXPECT_EQ(Show(job.expires_at), Show(t0() + seconds(93)));
+  EXPECT_EQ(job.worker_id, std::optional<std::string>("w1"));
+  const JobRow stored = Get(id);
+  EXPECT_EQ(stored.status, JobStatus::kRunning);
+  EXPECT_EQ(stored.attempt_token, job.attempt_token);
+  EXPECT_TRUE(Claim().empty()) << "a running job is not claimable";
+}
+
+TEST_P(JobsTest, ClaimOrdersByPriorityThenScheduledAt) {
+  auto at = [&](int priority, int seconds_ago, std::string kind) {
+    EnqueueJobParams job = Job(std::move(kind));
+    job.priority = priority;
+    job.scheduled_at = AbsoluteTime{t0() - seconds(seconds_ago)};
+    Enqueue(job);
+  };
+  at(5, 100, "p5-old");
+  at(0, 10, "p0-new");
+  at(0, 50, "p0-old");
+  at(-1, 1, "pm1");
+  at(5, 200, "p5-older");
+  auto claimed = Claim(3);
+  ASSERT_EQ(claimed.size(), 3u);
+  EXPECT_EQ(claimed[0].kind, "pm1");
+  EXPECT_EQ(claimed[1].kind, "p0-old");
+  EXPECT_EQ(claimed[2].kind, "p0-new");
+  claimed = Claim(10);
+  ASSERT_EQ(claimed.size(), 2u);
+  EXPECT_EQ(claimed[0].kind, "p5-older");
+  EXPECT_EQ(claimed[1].kind, "p5-old");
+}
+
+TEST_P(JobsTest, ClaimWaitsForScheduledAt) {
+  EnqueueJobParams later = Job("later");
+  later.scheduled_at = DbNowPlus{minutes(10)};
+  Enqueue(later);
+  EXPECT_TRUE(Claim().empty());
+  clock_.Advance(minutes(10) - milliseconds(1));
+  EXPECT_TRUE(Claim().empty());
+  clock_.Advance(milliseconds(1));
+  EXPECT_EQ(Claim().size(), 1u);
+}
+
+TEST_P(JobsTest, ClaimFiltersByQueueAndKinds) {
+  EnqueueJobParams other_queue = Job("a");
+  other_queue.queue = "other";
+  Enqueue(other_queue);
+  Enqueue(Job("a"));
+  Enqueue(Job("b"));
+  Enqueue(Job("c"));
+  auto claimed = Claim(10, "default", {"a", "c"});
+  ASSERT_EQ(claimed.size(), 2u);
+  std::set<std::string> kinds = {claimed[0].kind, claimed[1].kind};
+  EXPECT_EQ(kinds, (std::set<std::string>{"a", "c"}));
+  for (const JobRow& job : claimed) EXPECT_EQ(job.queue, "default");
+  auto other = Claim(10, "other");
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0].queue, "other");
+  EXPECT_EQ(Claim(10).size(), 1u);  // "b"
+}
+
+TEST_P(JobsTest, ClaimRejectsBadLimits) {
+  EXPECT_EQ(store_->ClaimJobs({.limit = 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ClaimJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ClaimJobs({.queue = ""}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// 5,000 jobs drained by 16 threads over 4 Stores, each claiming batches: every job is handed out exactly
+// once.
+TEST_P(JobsTest, SkipLockedNeverHandsAJobToTwoClaimers) {
+  constexpr int kJobs = 5000;
+  constexpr int kThreads = 16;
+  std::vector<EnqueueJobParams> batch;
+  for (int i = 0; i < kJobs; ++i) batch.push_back(Job("n", R"({"i":)" + std::to_string(i) + "}"));
+  for (std::size_t from = 0; from < batch.size(); from += 1000) {
+    std::vector<EnqueueJobParams> part(
+        batch.begin() + static_cast<long>(from),
+        batch.begin() + static_cast<long>(std::min(from + 1000, batch.size())));
+    OCTOP_ASSERT_OK(store_->EnqueueJobs(part));
+  }
+  auto nodes = Nodes(4);
+  for (const auto& n : nodes) ASSERT_NE(n, nullptr);
+  std::mutex mu;
+  std::map<std::string, int> claims;
+  std::vector<std::string> errors;
+  std::atomic<int> claimed_total{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        Store& node = *nodes[static_cast<std::size_t>(t % 4)];
+        int empty_rounds = 0;
+        while (claimed_total.load() < kJobs && empty_rounds < 1000) {
+          auto jobs =
+              node.ClaimJobs({.limit = 8, .timeout = minutes(10), .worker_id = "t" + std::to_string(t)});
+          if (!jobs.ok()) {
+            std::lock_guard lock(mu);
+            errors.push_back(jobs.status().ToString());
+            continue;
+          }
+          if (jobs->empty()) {
+            ++empty_rounds;
+            continue;
+          }
+          std::vector<JobCompletion> done;
+          {
+            std::lock_guard lock(mu);
+            for (const JobRow& job : *jobs) {
+              ++claims[job.id];
+              done.push_back({.id = job.id, .attempt_token = job.attempt_token.value_or("")});
+            }
+          }
+          claimed_total += static_cast<int>(jobs->size());
+          auto applied = node.CompleteJobs(done);
+          std::lock_guard lock(mu);
+          if (!applied.ok()) {
+            errors.push_back(applied.status().ToString());
+          } else if (std::count(applied->begin(), applied->end(), true) != static_cast<long>(done.size())) {
+            errors.push_back("a completion of a just-claimed job was not applied");
+          }
+        }
+      });
+    }
+  }
+  EXPECT_TRUE(errors.empty()) << errors.size() << " errors, first: " << errors.front();
+  EXPECT_EQ(claims.size(), static_cast<std::size_t>(kJobs));
+  int twice = 0;
+  for (const auto& [id, n] : claims) twice += n > 1 ? 1 : 0;
+  EXPECT_EQ(twice, 0) << "jobs handed out more than once";
+  auto summary = store_->SummarizeJobs();
+  OCTOP_ASSERT_OK(summary);
+  ASSERT_EQ(summary->rows.size(), 1u);
+  EXPECT_EQ(summary->rows[0].status, JobStatus::kSuccess);
+  EXPECT_EQ(summary->rows[0].count, kJobs);
+}
+
+// ---- Completion, fencing, retries
+// ---------------------------------------------------------------------------------
+
+TEST_P(JobsTest, SuccessSetsCompletedAt) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  clock_.Advance(seconds(2));
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
+  const JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kSuccess);
+  EXPECT_EQ(Show(row.completed_at), Show(t0() + seconds(2)));
+  EXPECT_EQ(Show(row.expires_at), "NULL");
+  EXPECT_EQ(row.last_error, std::nullopt);
+  EXPECT_FALSE(Complete(claimed[0], JobOutcome::kSuccess)) << "a second completion is not applied";
+}
+
+TEST_P(JobsTest, StaleTokenCompletionIsRejected) {
+  const std::string id = Enqueue(Job("k"));
+  auto first = Claim(1, "default", {}, seconds(10));
+  ASSERT_EQ(first.size(), 1u);
+  clock_.Advance(seconds(11));
+  auto rescued = store_->RescueExpiredJobs({.backoff_base = seconds(0), .backoff_max = seconds(0)});
+  OCTOP_ASSERT_OK(rescued);
+  ASSERT_EQ(rescued->size(), 1u);
+  auto second = Claim(1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].id, id);
+  EXPECT_EQ(second[0].attempt, 2);
+  EXPECT_NE(second[0].attempt_token, first[0].attempt_token);
+  EXPECT_FALSE(Complete(first[0], JobOutcome::kSuccess))
+      << "the rescued attempt's late completion is fenced off";
+  EXPECT_EQ(Get(id).status, JobStatus::kRunning);
+  EXPECT_TRUE(Complete(second[0], JobOutcome::kSuccess));
+  EXPECT_EQ(Get(id).status, JobStatus::kSuccess);
+}
+
+TEST_P(JobsTest, CompleteBatchReportsEachItem) {
+  Enqueue(Job("a"));
+  Enqueue(Job("b"));
+  auto claimed = Claim(2);
+  ASSERT_EQ(claimed.size(), 2u);
+  auto applied = store_->CompleteJobs({
+      {.id = claimed[0].id, .attempt_token = *claimed[0].attempt_token},
+      {.id = claimed[1].id, .attempt_token = "not-the-token"},
+      {.id = "not-a-uuid", .attempt_token = "x"},
+      {.id = claimed[1].id,
+       .attempt_token = *claimed[1].attempt_token,
+       .outcome = JobOutcome::kCancel,
+       .error = "gave up"},
+  });
+  OCTOP_ASSERT_OK(applied);
+  EXPECT_EQ(*applied, (std::vector<bool>{true, false, false, true}));
+  EXPECT_EQ(Get(claimed[0].id).status, JobStatus::kSuccess);
+  EXPECT_EQ(Get(claimed[1].id).status, JobStatus::kFrozen);
+  auto empty = store_->CompleteJobs({});
+  OCTOP_ASSERT_OK(empty);
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST_P(JobsTest, RetryLaterIsNotClaimableUntilDue) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kRetry, "try later", seconds(30)));
+  JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kFailed);
+  EXPECT_EQ(Show(row.scheduled_at), Show(t0() + seconds(30)));
+  EXPECT_EQ(row.last_error, std::optional<std::string>("try later"));
+  EXPECT_EQ(Show(row.completed_at), "NULL");
+  EXPECT_TRUE(Claim().empty());
+  clock_.Advance(seconds(29));
+  EXPECT_TRUE(Claim().empty());
+  clock_.Advance(seconds(1));
+  auto again = Claim();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempt, 2);
+}
+
+TEST_P(JobsTest, FreezesAfterMaxRetries) {
+  EnqueueJobParams job = Job("k");
+  job.max_retries = 2;
+  const std::string id = Enqueue(job);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto claimed = Claim();
+    ASSERT_EQ(claimed.size(), 1u) << "attempt " << attempt;
+    EXPECT_EQ(claimed[0].attempt, attempt);
+    ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "fail " + std::to_string(attempt), seconds(5)));
+    const JobRow row = Get(id);
+    if (attempt < 3) {
+      EXPECT_EQ(row.status, JobStatus::kFailed) << "attempt " << attempt;
+    } else {
+      EXPECT_EQ(row.status, JobStatus::kFrozen);
+      EXPECT_EQ(row.last_error, std::optional<std::string>("fail 3"));
+      EXPECT_EQ(Show(row.completed_at), Show(clock_.WallNow()));
+    }
+    clock_.Advance(seconds(5));
+  }
+  EXPECT_TRUE(Claim().empty()) << "a frozen job is never claimed";
+}
+
+TEST_P(JobsTest, ZeroRetriesFreezesAtTheFirstFailure) {
+  EnqueueJobParams job = Job("k");
+  job.max_retries = 0;
+  const std::string id = Enqueue(job);
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "no"));
+  EXPECT_EQ(Get(id).status, JobStatus::kFrozen);
+}
+
+TEST_P(JobsTest, CancelOutcomeFreezesWithAttemptsLeft) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kCancel, "handler gave up"));
+  const JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kFrozen);
+  EXPECT_EQ(row.attempt, 1);
+  EXPECT_EQ(row.last_error, std::optional<std::string>("handler gave up"));
+}
+
+TEST_P(JobsTest, LastErrorIsTruncatedAtACharacterBoundary) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  std::string error = "x";
+  while (error.size() < 3000)
+    error += "é";  // 2-byte characters after one ASCII byte: 1024 falls mid-character
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, error));
+  const JobRow row = Get(id);
+  ASSERT_TRUE(row.last_error.has_value());
+  EXPECT_EQ(row.last_error->size(), 1023u);
+  EXPECT_EQ(*row.last_error, error.substr(0, 1023));
+}
+
+// ---- Rescue
+// -------------------------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, RescueRetriesWithBackoffOrFreezes) {
+  EnqueueJobParams retryable = Job("retryable");
+  retryable.max_retries = 3;
+  const std::string a = Enqueue(retryable);
+  EnqueueJobParams last = Job("last");
+  last.max_retries = 0;
+  const std::string b = Enqueue(last);
+  EnqueueJobParams long_running = Job("not-expired");
+  long_running.priority = 1;  // claimed after a and b
+  const std::string c = Enqueue(long_running);
+  auto claimed = Claim(2, "default", {}, seconds(10));
+  ASSERT_EQ(claimed.size(), 2u);
+  auto long_one = Claim(1, "default", {}, hours(1));
+  ASSERT_EQ(long_one.size(), 1u);
+  EXPECT_EQ(long_one[0].id, c);
+  clock_.Advance(seconds(10));
+  auto none = store_->RescueExpiredJobs({});
+  OCTOP_ASSERT_OK(none);
+  EXPECT_TRUE(none->empty()) << "expires_at = now is not yet expired";
+  clock_.Advance(milliseconds(1));
+  auto rescued = store_->RescueExpiredJobs({.backoff_base = seconds(4), .backoff_max = minutes(1)});
+  OCTOP_ASSERT_OK(rescued);
+  ASSERT_EQ(rescued->size(), 2u);
+  std::map<std::string, RescuedJob> by_id;
+  for (const RescuedJob& r : *rescued) by_id[r.id] = r;
+  EXPECT_EQ(by_id[a].status, JobStatus::kFailed);
+  EXPECT_EQ(by_id[b].status, JobStatus::kFrozen);
+  const JobRow ra = Get(a);
+  EXPECT_EQ(ra.status, JobStatus::kFailed);
+  EXPECT_EQ(ra.last_error, std::optional<std::string>(std::string(kJobTimedOutError)));
+  EXPECT_EQ(Show(ra.scheduled_at), Show(clock_.WallNow() + seconds(4)));  // attempt 1: base * 2^0
+  EXPECT_EQ(Show(ra.expires_at), "NULL");
+  EXPECT_EQ(Get(b).status, JobStatus::kFrozen);
+  EXPECT_EQ(Get(c).status, JobStatus::kRunning);
+  // Second expiry of `a`: attempt 2, backoff doubles.
+  clock_.Advance(seconds(4));
+  auto again = Claim(1, "default", {}, seconds(1));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, a);
+  clock_.Advance(seconds(2));
+  OCTOP_ASSERT_OK(store_->RescueExpiredJobs({.backoff_base = seconds(4), .backoff_max = minutes(1)}));
+  EXPECT_EQ(Show(Get(a).scheduled_at), Show(clock_.WallNow() + seconds(8)));
+}
+
+// ---- Manual retry and cancel
+// --------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, RetryJobGivesAFrozenJobOneMoreAttempt) {
+  EnqueueJobParams job = Job("k");
+  job.max_retries = 0;
+  const std::string id = Enqueue(job);
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "bad"));
+  ASSERT_EQ(Get(id).status, JobStatus::kFrozen);
+  clock_.Advance(minutes(1));
+  OCTOP_ASSERT_OK(store_->RetryJob({id}));
+  JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kPending);
+  EXPECT_EQ(Show(row.scheduled_at), Show(t0() + minutes(1)));
+  EXPECT_EQ(row.attempt, 1);
+  EXPECT_EQ(row.max_retries, 1);
+  EXPECT_EQ(Show(row.completed_at), "NULL");
+  claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].attempt, 2);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "still bad"));
+  EXPECT_EQ(Get(id).status, JobStatus::kFrozen) << "exactly one more attempt";
+}
+
+TEST_P(JobsTest, RetryJobErrors) {
+  const std::string id = Enqueue(Job("k"));
+  Status pending = store_->RetryJob({id});
+  EXPECT_EQ(pending.code(), StatusCode::kConflict);
+  EXPECT_EQ(pending.message(), "Job " + id + " is pending, only failed or frozen jobs can be retried");
+  const std::string missing = "00000000-0000-4000-8000-000000000000";
+  Status not_found = store_->RetryJob({missing});
+  EXPECT_EQ(not_found.code(), StatusCode::kNotFound);
+  EXPECT_EQ(not_found.message(), "Job " + missing + " does not exist");
+  EXPECT_EQ(store_->RetryJob({"nope'"}).code(), StatusCode::kNotFound);
+  // A frozen job whose unique key another live job took meanwhile cannot come back.
+  EnqueueJobParams keyed = Job("k");
+  keyed.unique_key = "shared";
+  keyed.max_retries = 0;
+  const std::string frozen = Enqueue(keyed);
+  auto claimed = Claim(10, "default", {"k"});
+  for (const JobRow& j : claimed) {
+    if (j.id == frozen) {
+      ASSERT_TRUE(Complete(j, JobOutcome::kFail, "x"));
+    }
+  }
+  ASSERT_EQ(Get(frozen).status, JobStatus::kFrozen);
+  const std::string taker = Enqueue(keyed);
+  ASSERT_NE(taker, frozen);
+  EXPECT_EQ(store_->RetryJob({frozen}).code(), StatusCode::kConflict);
+  EXPECT_EQ(Get(frozen).status, JobStatus::kFrozen);
+}
+
+TEST_P(JobsTest, CancelJobFreezesWaitingJobs) {
+  const std::string pending = Enqueue(Job("k"));
+  clock_.Advance(seconds(1));
+  OCTOP_ASSERT_OK(store_->CancelJob({pending}));
+  JobRow row = Get(pending);
+  EXPECT_EQ(row.status, JobStatus::kFrozen);
+  EXPECT_EQ(row.last_error, std::optional<std::string>("Job was cancelled"));
+  EXPECT_EQ(Show(row.completed_at), Show(t0() + seconds(1)));
+  EXPECT_TRUE(Claim().empty());
+  // A failed job awaiting its retry can be cancelled too.
+  const std::string failed = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "x", minutes(5)));
+  OCTOP_ASSERT_OK(store_->CancelJob({failed}));
+  EXPECT_EQ(Get(failed).status, JobStatus::kFrozen);
+}
+
+TEST_P(JobsTest, CancelJobErrors) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  Status running = store_->CancelJob({id});
+  EXPECT_EQ(running.code(), StatusCode::kConflict);
+  EXPECT_EQ(running.message(), "Job " + id + " is currently running");
+  EXPECT_EQ(Get(id).status, JobStatus::kRunning) << "a refused cancel writes nothing";
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
+  Status finished = store_->CancelJob({id});
+  EXPECT_EQ(finished.code(), StatusCode::kConflict);
+  EXPECT_EQ(finished.message(), "Job " + id + " has already finished");
+  const std::string missing = "00000000-0000-4000-8000-000000000001";
+  Status not_found = store_->CancelJob({missing});
+  EXPECT_EQ(not_found.code(), StatusCode::kNotFound);
+  EXPECT_EQ(not_found.message(), "Job " + missing + " does not exist");
+  EXPECT_EQ(store_->CancelJob({"%' OR 1=1 --"}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetJob("not a uuid").status().code(), StatusCode::kNotFound);
+}
+
+// ---- Queues
+// -------------------------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, PauseStopsClaimsAndResumeRestoresThem) {
+  EnqueueJobParams a = Job("k");
+  a.queue = "a";
+  EnqueueJobParams b = Job("k");
+  b.queue = "b";
+  Enqueue(a);
+  Enqueue(b);
+  OCTOP_ASSERT_OK(store_->SetQueuePaused("a", true));
+  EXPECT_TRUE(Claim(10, "a").empty());
+  EXPECT_EQ(Claim(10, "b").size(), 1u) << "other queues are not paused";
+  OCTOP_ASSERT_OK(store_->EnqueueJobs({a}));  // enqueue still works while paused
+  auto queues = store_->ListQueues();
+  OCTOP_ASSERT_OK(queues);
+  ASSERT_EQ(queues->size(), 2u);
+  EXPECT_EQ((*queues)[0].name, "a");
+  EXPECT_TRUE((*queues)[0].paused);
+  EXPECT_EQ((*queues)[1].name, "b");
+  EXPECT_FALSE((*queues)[1].paused);
+  OCTOP_ASSERT_OK(store_->SetQueuePaused("a", false));
+  EXPECT_EQ(Claim(10, "a").size(), 2u);
+  OCTOP_ASSERT_OK(store_->SetQueuePaused("empty", true));
+  queues = store_->ListQueues();
+  OCTOP_ASSERT_OK(queues);
+  EXPECT_EQ(queues->size(), 3u) << "a paused queue without jobs is listed";
+  EXPECT_EQ(store_->SetQueuePaused("", true).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobsTest, NextJobDueAtIsTheEarliestWaitingJob) {
+  auto none = store_->NextJobDueAt("default");
+  OCTOP_ASSERT_OK(none);
+  EXPECT_EQ(*none, std::nullopt);
+  EnqueueJobParams later = Job("k");
+  later.scheduled_at = DbNowPlus{minutes(5)};
+  Enqueue(later);
+  later.scheduled_at = DbNowPlus{minutes(2)};
+  Enqueue(later);
+  auto next = store_->NextJobDueAt("default");
+  OCTOP_ASSERT_OK(next);
+  EXPECT_EQ(Show(*next), Show(t0() + minutes(2)));
+}
+
+// ---- Listing, summary, views
+// --------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, ListJobsFiltersAndPagesNewestFirst) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    EnqueueJobParams job = Job(i % 2 == 0 ? "even" : "odd");
+    job.queue = i < 4 ? "q" : "other";
+    ids.push_back(Enqueue(job));
+    clock_.Advance(seconds(1));
+  }
+  auto all = store_->ListJobs({});
+  OCTOP_ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ((*all)[i].id, ids[4 - i]);
+  auto evens = store_->ListJobs({.queue = "q", .kind = "even"});
+  OCTOP_ASSERT_OK(evens);
+  ASSERT_EQ(evens->size(), 2u);
+  EXPECT_EQ((*evens)[0].id, ids[2]);
+  EXPECT_EQ((*evens)[1].id, ids[0]);
+  auto page = store_->ListJobs({.limit = 2, .offset = 2});
+  OCTOP_ASSERT_OK(page);
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].id, ids[2]);
+  EXPECT_EQ((*page)[1].id, ids[1]);
+  auto running = store_->ListJobs({.status = JobStatus::kRunning});
+  OCTOP_ASSERT_OK(running);
+  EXPECT_TRUE(running->empty());
+  EXPECT_EQ(store_->ListJobs({.limit = 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ListJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobsTest, SummaryCountsOldestAndAverageDelay) {
+  // Two pending jobs due 60 s and 20 s ago, one due in the future: waiting delay = avg(60, 20) = 40 s.
+  for (int ago : {60, 20, -30}) {
+    EnqueueJobParams job = Job("k");
+    job.scheduled_at = AbsoluteTime{t0() - seconds(ago)};
+    Enqueue(job);
+  }
+  // In queue "q": two jobs scheduled at t0, started at t0+4 s and t0+10 s and succeeded: pickup delay 7 s.
+  EnqueueJobParams q = Job("k");
+  q.queue = "q";
+  Enqueue(q);
+  Enqueue(q);
+  clock_.Advance(seconds(4));
+  auto one = Claim(1, "q");
+  ASSERT_EQ(one.size(), 1u);
+  clock_.Advance(seconds(6));
+  auto two = Claim(1, "q");
+  ASSERT_EQ(two.size(), 1u);
+  ASSERT_TRUE(Complete(one[0], JobOutcome::kSuccess));
+  ASSERT_TRUE(Complete(two[0], JobOutcome::kSuccess));
+  auto summary = store_->SummarizeJobs();
+  OCTOP_ASSERT_OK(summary);
+  EXPECT_EQ(Show(summary->db_now), Show(t0() + seconds(10)));
+  ASSERT_EQ(summary->rows.size(), 2u);
+  const JobSummaryRow& pending = summary->rows[0];
+  EXPECT_EQ(pending.queue, "default");
+  EXPECT_EQ(pending.status, JobStatus::kPending);
+  EXPECT_EQ(pending.count, 3);
+  EXPECT_EQ(Show(pending.oldest_scheduled_at), Show(t0() - seconds(60)));
+  ASSERT_TRUE(pending.average_delay.has_value());
+  // Now is t0 + 10 s: the due ones waited 70 s and 30 s.
+  EXPECT_EQ(std::chrono::duration_cast<milliseconds>(*pending.average_delay).count(), 50000);
+  const JobSummaryRow& success = summary->rows[1];
+  EXPECT_EQ(success.queue, "q");
+  EXPECT_EQ(success.status, JobStatus::kSuccess);
+  EXPECT_EQ(success.count, 2);
+  ASSERT_TRUE(success.average_delay.has_value());
+  EXPECT_EQ(std::chrono::duration_cast<milliseconds>(*success.average_delay).count(), 7000);
+  // Over an hour later the started ones no longer count towards the delay.
+  clock_.Advance(hours(2));
+  summary = store_->SummarizeJobs();
+  OCTOP_ASSERT_OK(summary);
+  ASSERT_EQ(summary->rows.size(), 2u);
+  EXPECT_EQ(summary->rows[1].count, 2);
+  EXPECT_EQ(summary->rows[1].average_delay, std::nullopt);
+}
+
+TEST_P(JobsTest, SummaryViewAndFailedJobsViewExist) {
+  for (int i = 0; i < 3; ++i) Enqueue(Job("k"));
+  EnqueueJobParams zero = Job("doomed");
+  zero.max_retries = 0;
+  Enqueue(zero);
+  auto claimed = Claim(10, "default", {"doomed"});
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "bad"));
+  std::vector<std::vector<std::optional<std::string>>> summary_rows, failed_rows;
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+    auto s = tx.Execute("SELECT status, count FROM octop_job_summary WHERE queue = $1 ORDER BY status",
+                        {"default"});
+    if (!s.ok()) return s.status();
+    summary_rows = s->rows;
+    auto f = tx.Execute("SELECT kind, last_error FROM octop_failed_jobs ORDER BY failed_at DESC", {});
+    if (!f.ok()) return f.status();
+    failed_rows = f->rows;
+    return Status::Ok();
+  }));
+  ASSERT_EQ(summary_rows.size(), 2u);
+  EXPECT_EQ(summary_rows[0][0], std::optional<std::string>("frozen"));
+  EXPECT_EQ(summary_rows[0][1], std::optional<std::string>("1"));
+  EXPECT_EQ(summary_rows[1][0], std::optional<std::string>("pending"));
+  EXPECT_EQ(summary_rows[1][1], std::optional<std::string>("3"));
+  ASSERT_EQ(failed_rows.size(), 1u);
+  EXPECT_EQ(failed_rows[0][0], std::optional<std::string>("doomed"));
+  EXPECT_EQ(failed_rows[0][1], std::optional<std::string>("bad"));
+}
+
+TEST_P(JobsTest, ListFailedJobsNewestFirst) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    EnqueueJobParams job = Job("k" + std::to_string(i));
+    job.max_retries = i == 1 ? 5 : 0;  // k1 stays 'failed' (awaiting retry), the others freeze
+    ids.push_back(Enqueue(job));
+  }
+  Enqueue(Job("fine"));
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(seconds(1));
+    auto claimed = Claim(1, "default", {"k" + std::to_string(i)});
+    ASSERT_EQ(claimed.size(), 1u);
+    ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "e" + std::to_string(i), hours(1)));
+  }
+  auto failed = store_->ListFailedJobs({});
+  OCTOP_ASSERT_OK(failed);
+  ASSERT_EQ(failed->size(), 3u);
+  EXPECT_EQ((*failed)[0].id, ids[2]);
+  EXPECT_EQ((*failed)[1].id, ids[1]);
+  EXPECT_EQ((*failed)[1].status, JobStatus::kFailed);
+  EXPECT_EQ((*failed)[2].id, ids[0]);
+  EXPECT_EQ((*failed)[2].status, JobStatus::kFrozen);
+  auto limited = store_->ListFailedJobs({.limit = 1});
+  OCTOP_ASSERT_OK(limited);
+  ASSERT_EQ(limited->size(), 1u);
+  EXPECT_EQ(limited->front().id, ids[2]);
+}
+
+// ---- Config and retention
+// -----------------------------------------------------------------------------------------
+
+TEST_P(JobsTest, ConfigGetSetList) {
+  auto missing = store_->GetConfig("queue.poll_interval");
+  OCTOP_ASSERT_OK(missing);
+  EXPECT_EQ(*missing, std::nullopt);
+  OCTOP_ASSERT_OK(store_->SetConfig("queue.poll_interval", R"({"value": 5})"));
+  clock_.Advance(seconds(1));
+  OCTOP_ASSERT_OK(store_->SetConfig("queue.poll_interval", R"({"value": 2})"));
+  OCTOP_ASSERT_OK(store_->SetConfig("job.default_timeout", R"("PT5M")"));
+  auto value = store_->GetConfig("queue.poll_interval");
+  OCTOP_ASSERT_OK(value);
+  ASSERT_TRUE(value->has_value());
+  EXPECT_EQ(nlohmann::json::parse(**value), nlohmann::json::parse(R"({"value": 2})"));
+  EXPECT_EQ(store_->SetConfig("k", "{bad").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->SetConfig("", "1").code(), StatusCode::kInvalidArgument);
+  auto all = store_->ListConfig();
+  OCTOP_ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].key, "job.default_timeout");
+  EXPECT_EQ((*all)[1].key, "queue.poll_interval");
+  EXPECT_EQ(Show((*all)[1].updated_at), Show(t0() + seconds(1)));
+}
+
+TEST_P(JobsTest, DeleteFinishedJobsKeepsRecentAndUnfinished) {
+  Enqueue(Job("pending"));
+  const std::string old_success = Enqueue(Job("old"));
+  EnqueueJobParams doomed = Job("doomed");
+  doomed.max_retries = 0;
+  const std::string old_frozen = Enqueue(doomed);
+  auto claimed = Claim(10, "default", {"old", "doomed"});
+  ASSERT_EQ(claimed.size(), 2u);
+  for (const JobRow& j : claimed) ASSERT_TRUE(Complete(j, JobOutcome::kFail, "x"));  // "old" has retries left
+  auto again = Claim(10, "default", {"old"});
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_TRUE(Complete(again[0], JobOutcome::kSuccess));
+  clock_.Advance(hours(48));
+  const std::string recent = Enqueue(Job("recent"));
+  auto recent_claim = Claim(10, "default", {"recent"});
+  ASSERT_EQ(recent_claim.size(), 1u);
+  ASSERT_TRUE(Complete(recent_claim[0], JobOutcome::kSuccess));
+  EXPECT_EQ(store_->DeleteFinishedJobs({.statuses = {JobStatus::kPending}}).status().code(),
+            StatusCode::kInvalidArgument);
+  auto deleted = store_->DeleteFinishedJobs({.older_than = hours(24), .limit = 1});
+  OCTOP_ASSERT_OK(deleted);
+  EXPECT_EQ(*deleted, 1);
+  deleted = store_->DeleteFinishedJobs({.older_than = hours(24)});
+  OCTOP_ASSERT_OK(deleted);
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_EQ(store_->GetJob(old_success).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetJob(old_frozen).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Get(recent).status, JobStatus::kSuccess);
+  EXPECT_EQ(Count(JobStatus::kPending), 1);
+}
+
+// ---- Transactional enqueue and notifications
+// ----------------------------------------------------------------------
+
+const char* CreateOrders(std::string_view backend) {
+  (void)backend;
+  return "CREATE TABLE IF NOT EXISTS test_orders (id integer PRIMARY KEY, note text)";
+}
+
+TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
+  std::string id;
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(tx.Execute(CreateOrders(tx.backend()), {}).status());
+    auto inserted = tx.Execute("INSERT INTO test_orders (id, note) VALUES ($1, $2)", {"1", "it's 100%"});
+    if (!inserted.ok()) return inserted.status();
+    if (inserted->affected_rows != 1) return InternalError("expected one inserted row");
+    auto jobs = tx.EnqueueJobs({Job("order.created", R"({"order":1})")});
+    if (!jobs.ok()) return jobs.status();
+    id = jobs->front().id;
+    return Status::Ok();
+  }));
+  EXPECT_EQ(Get(id).kind, "order.created");
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+    auto r = tx.Execute("SELECT id, note FROM test_orders WHERE id = $1", {"1"});
+    if (!r.ok()) return r.status();
+    rows = r->rows;
+    return Status::Ok();
+  }));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][1], std::optional<std::string>("it's 100%"));
+}
+
+TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
+  OCTOP_ASSERT_OK(store_->WithTransaction(
+      [&](StoreTransaction& tx) { return tx.Execute(CreateOrders(tx.backend()), {}).status(); }));
+  Status status = store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(
+        tx.Execute("INSERT INTO test_orders (id, note) VALUES ($1, $2)", {"7", "x"}).status());
+    OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("order.created")}).status());
+    return CancelledError("the caller changed its mind");
+  });
+  EXPECT_EQ(status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(Count(), 0);
+  long orders = -1;
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+    auto r = tx.Execute("SELECT count(*) FROM test_orders", {});
+    if (!r.ok()) return r.status();
+    orders = std::stol(r->rows.at(0).at(0).value_or("-1"));
+    return Status::Ok();
+  }));
+  EXPECT_EQ(orders, 0);
+}
+
+TEST_P(JobsTest, TransactionWithAFailedStatementRollsBackEvenIfTheCallbackIgnoresIt) {
+  Status status = store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("k")}).status());
+    auto bad = tx.Execute("SELECT * FROM no_such_table_here", {});
+    EXPECT_FALSE(bad.ok());
+    auto after = tx.EnqueueJobs({Job("k")});
+    EXPECT_FALSE(after.ok()) << "a failed transaction accepts nothing more";
+    return Status::Ok();
+  });
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(Count(), 0);
+  // Parameters are counted, never interpolated.
+  Status mismatch = store_->WithTransaction(
+      [&](StoreTransaction& tx) -> Status { return tx.Execute("SELECT $1, $2", {"only one"}).status(); });
+  EXPECT_FALSE(mismatch.ok());
+}
+
+TEST_P(JobsTest, EnqueueNotifiesTheQueueOnlyOnCommit) {
+  auto listener = store_->Listen({std::string(kJobsChannel)});
+  OCTOP_ASSERT_OK(listener);
+  auto node = OpenNode();
+  ASSERT_NE(node, nullptr);
+  EnqueueJobParams rolled_back = Job("k");
+  rolled_back.queue = "never";
+  EXPECT_FALSE(node->WithTransaction([&](StoreTransaction& tx) -> Status {
+                     OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({rolled_back}).status());
+                     return CancelledError("no");
+                   })
+                   .ok());
+  EnqueueJobParams committed = Job("k");
+  committed.queue = "mail";
+  OCTOP_ASSERT_OK(
+      node->WithTransaction([&](StoreTransaction& tx) { return tx.EnqueueJobs({committed}).status(); }));
+  EnqueueJobParams direct = Job("k");
+  direct.queue = "reports";
+  OCTOP_ASSERT_OK(node->EnqueueJobs({direct, direct}));
+  std::vector<std::string> payloads;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (payloads.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    auto got = (*listener)->Wait(milliseconds(500), {});
+    OCTOP_ASSERT_OK(got);
+    for (const Notification& n : *got) {
+      EXPECT_EQ(n.channel, kJobsChannel);
+      payloads.push_back(n.payload);
+    }
+  }
+  EXPECT_EQ(payloads, (std::vector<std::string>{"mail", "reports"}))
+      << "one notification per queue, none for the rolled-back enqueue";
+}
+
+TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
+  auto names = store_->AppliedMigrations();
+  OCTOP_ASSERT_OK(names);
+  ASSERT_FALSE(names->empty());
+  EXPECT_EQ(names->back(), "octop_0003_job_queue");
+  auto queues = store_->DescribeTable("octop_queues");
+  OCTOP_ASSERT_OK(queues);
+  ASSERT_EQ(queues->size(), 3u);
+  EXPECT_EQ((*queues)[0].name, "name");
+  EXPECT_TRUE((*queues)[0].primary_key);
+  bool unique_over_failed = false;
+  auto indexes = store_->DescribeIndexes("octop_jobs");
+  OCTOP_ASSERT_OK(indexes);
+  for (const IndexInfo& index : *indexes) {
+    if (index.name == "octop_jobs_unique_key") unique_over_failed = index.unique && index.partial;
+  }
+  EXPECT_TRUE(unique_over_failed);
+}
+
+}  // namespace
+}  // namespace octop::store::testing
