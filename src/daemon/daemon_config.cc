@@ -15,6 +15,10 @@ namespace {
 
 using Json = nlohmann::json;
 
+// JSON text of a value for an error message; invalid UTF-8 from the file is replaced, never a reason to
+// throw.
+std::string Show(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 // Converts YAML to JSON, remembering the line of every key path so errors can point into the file.
 class YamlToJson {
  public:
@@ -143,7 +147,7 @@ class Section {
   Result<std::optional<std::string>> OptionalString(std::string_view key) {
     const Json* v = Get(key);
     if (v == nullptr) return std::optional<std::string>();
-    if (!v->is_string()) return InvalidArgumentError(Where(key) + "expected a string, got " + v->dump());
+    if (!v->is_string()) return InvalidArgumentError(Where(key) + "expected a string, got " + Show(*v));
     return std::optional<std::string>(v->get<std::string>());
   }
 
@@ -159,7 +163,7 @@ class Section {
     if (v == nullptr) return std::optional<std::int64_t>();
     if (!v->is_number_integer() || v->get<std::int64_t>() < min || v->get<std::int64_t>() > max) {
       return InvalidArgumentError(Where(key) + "expected a whole number from " + std::to_string(min) +
-                                  " to " + std::to_string(max) + ", got " + v->dump());
+                                  " to " + std::to_string(max) + ", got " + Show(*v));
     }
     return std::optional<std::int64_t>(v->get<std::int64_t>());
   }
@@ -169,15 +173,15 @@ class Section {
     const Json* v = Get(key);
     if (v == nullptr) return out;
     if (!v->is_object())
-      return InvalidArgumentError(Where(key) + "expected a map of strings, got " + v->dump());
+      return InvalidArgumentError(Where(key) + "expected a map of strings, got " + Show(*v));
     for (auto it = v->begin(); it != v->end(); ++it) {
       if (it->is_string()) {
         out[it.key()] = it->get<std::string>();
       } else if (it->is_number() || it->is_boolean()) {
-        out[it.key()] = it->dump();
+        out[it.key()] = Show(*it);
       } else {
         return InvalidArgumentError(where_.Where(Child(key) + "." + it.key()) + "expected a string, got " +
-                                    it->dump());
+                                    Show(*it));
       }
     }
     return out;
@@ -219,7 +223,7 @@ class Section {
 
 Status ExpectObject(const Json& json, const std::string& path, const YamlToJson& where) {
   if (json.is_object()) return Status::Ok();
-  return InvalidArgumentError(where.Where(path) + "expected a map, got " + json.dump());
+  return InvalidArgumentError(where.Where(path) + "expected a map, got " + Show(json));
 }
 
 Result<Duration> ReadDuration(const Json& value, const std::string& path, const YamlToJson& where,
@@ -249,15 +253,15 @@ Result<ActionConfig> ReadAction(Section& owner, const YamlToJson& where) {
     }
     if (!argv->is_array() || argv->empty()) {
       return InvalidArgumentError(where.Where(path) + "argv must be a non-empty list of strings, got " +
-                                  argv->dump());
+                                  Show(*argv));
     }
     for (const Json& arg : *argv) {
       if (arg.is_string()) {
         action.argv.push_back(arg.get<std::string>());
       } else if (arg.is_number() || arg.is_boolean()) {
-        action.argv.push_back(arg.dump());
+        action.argv.push_back(Show(arg));
       } else {
-        return InvalidArgumentError(where.Where(path) + "argv entries must be strings, got " + arg.dump());
+        return InvalidArgumentError(where.Where(path) + "argv entries must be strings, got " + Show(arg));
       }
     }
     if (section) {
@@ -339,7 +343,7 @@ Result<ScheduleConfig> ReadSchedule(const Json& json, const std::string& path, c
     out.initial_delay = d;
   }
   if (const Json* scope = s.Get("scope")) {
-    const std::string value = scope->is_string() ? scope->get<std::string>() : scope->dump();
+    const std::string value = scope->is_string() ? scope->get<std::string>() : Show(*scope);
     if (value != "global" && value != "local") {
       return InvalidArgumentError(
           s.Where("scope") +

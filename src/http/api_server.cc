@@ -50,6 +50,7 @@ std::optional<std::string> PercentDecode(std::string_view s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '%') {
+      if (s[i] == '\0') return std::nullopt;  // a raw NUL is as invalid as an encoded one
       out += s[i];
       continue;
     }

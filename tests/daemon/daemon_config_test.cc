@@ -221,7 +221,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "expected an http:// or https:// URL, got 'ftp://x'"},
         BadCase{"jobs: {handlers: [{kind: k, concurrency: 0, command: [x]}]}",
                 "jobs.handlers[0].concurrency: expected a whole number from 1 to 1024, got 0"},
-        BadCase{"a: [unclosed", "not valid YAML"}, BadCase{"database: a\ndatabase: b\n", "appears twice"}));
+        BadCase{"a: [unclosed", "not valid YAML"}, BadCase{"database: a\ndatabase: b\n", "appears twice"},
+        BadCase{"databse: \"\xff\xfe\"", "unknown key 'databse'"},
+        BadCase{"http: {listen: [\"\xff\"]}", "http.listen: expected a string, got [\"\xEF\xBF\xBD\"]"}));
 
 }  // namespace
 }  // namespace octop::daemon
