@@ -22,19 +22,22 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// One temporary directory for all SQLite namespaces of this process, removed at exit.
+// One temporary directory for all SQLite namespaces of this process, removed at exit. The path lives on the
+// heap and is never freed: the atexit handler runs after static destructors of objects built before it was
+// registered.
 const std::filesystem::path& SqliteRoot() {
-  static const std::filesystem::path root = [] {
+  static const std::filesystem::path* root = [] {
     std::random_device rd;
-    auto dir = std::filesystem::temp_directory_path() / ("octop-store-test-" + std::to_string(rd()));
-    std::filesystem::create_directories(dir);
+    auto* dir = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                          ("octop-store-test-" + std::to_string(rd())));
+    std::filesystem::create_directories(*dir);
     std::atexit([] {
       std::error_code ec;
       std::filesystem::remove_all(SqliteRoot(), ec);
     });
     return dir;
   }();
-  return root;
+  return *root;
 }
 
 }  // namespace
