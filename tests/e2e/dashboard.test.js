@@ -22,8 +22,9 @@ async function setup(t, { token, colorScheme } = {}) {
   }
   t.after(async () => {
     await browser.close();
-    await octopd.stop();
+    const exit = await octopd.stop();
     assert.deepEqual(browser.errors, [], 'the page threw no uncaught errors');
+    assert.deepEqual(exit, { code: 0, signal: null }, `octopd stopped gracefully; its output:\n${octopd.output}`);
   });
   await browser.page.goto(`${octopd.base}/`);
   await browser.page.waitForSelector('tr.task[data-task="heartbeat"]', { timeout: 15000 });

@@ -14,6 +14,7 @@ export const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 export const screenshotDir = path.resolve(repoRoot, process.env.E2E_OUT ?? 'build/e2e');
 
 // Polls `probe` until it returns a truthy value; the interval only bounds how soon the condition is noticed.
+// A probe that throws is retried (the condition may not hold yet) unless the error is marked `fatal`.
 export async function waitFor(probe, { timeout = 15000, interval = 50, what = 'condition' } = {}) {
   const deadline = Date.now() + timeout;
   let last;
@@ -22,6 +23,7 @@ export async function waitFor(probe, { timeout = 15000, interval = 50, what = 'c
       last = await probe();
       if (last) return last;
     } catch (e) {
+      if (e && e.fatal) throw e;
       last = e;
     }
     if (Date.now() > deadline) {
@@ -97,11 +99,17 @@ export class Octopd {
     d.child.stderr.on('data', onData);
     let exit = null;
     d.exited.then((e) => { exit = e; });
-    const port = await waitFor(() => {
-      if (exit) throw new Error(`octopd exited (${JSON.stringify(exit)}):\n${d.output}`);
-      const m = /ready on port (\d+)/.exec(d.output);
-      return m && Number(m[1]);
-    }, { timeout: 20000, what: 'octopd to print "ready on port N"' });
+    let port;
+    try {
+      port = await waitFor(() => {
+        if (exit) throw Object.assign(new Error(`octopd exited (${JSON.stringify(exit)}):\n${d.output}`), { fatal: true });
+        const m = /ready on port (\d+)/.exec(d.output);
+        return m && Number(m[1]);
+      }, { timeout: 20000, what: 'octopd to print "ready on port N"' });
+    } catch (e) {
+      await d.stop(); // never leave a half-started daemon behind
+      throw e;
+    }
     d.port = port;
     d.base = `http://127.0.0.1:${port}`;
     return d;
@@ -129,14 +137,18 @@ export class Octopd {
     return { status: res.status, body: await res.text() };
   }
 
+  // SIGTERM, then the exit status: {code, signal}. A graceful stop is code 0, so a sanitizer report (which
+  // makes the process exit non-zero) fails the test that ran it.
   async stop() {
-    if (this.child && this.child.exitCode === null && this.child.signalCode === null) {
+    let exit = { code: this.child.exitCode, signal: this.child.signalCode };
+    if (this.child.exitCode === null && this.child.signalCode === null) {
       this.child.kill('SIGTERM');
-      const timer = setTimeout(() => this.child.kill('SIGKILL'), 10000);
-      await this.exited;
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), 20000);
+      exit = await this.exited;
       clearTimeout(timer);
     }
     rmSync(this.dir, { recursive: true, force: true });
+    return exit;
   }
 }
 
