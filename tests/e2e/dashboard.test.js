@@ -155,9 +155,9 @@ test('Trigger on a running task shows the 409 message; Cancel stops it', async (
   await conflict.waitFor({ timeout: 5000 });
   assert.equal(await textOf(conflict.locator('.text')), 'Conflict: Task long-export is currently running (HTTP 409)');
 
-  // Cancel: the run is stopped and recorded as cancelled (Backstage's cancel writes lastRunEndedAt and the
-  // error). It leaves next_run_start_at alone, so a triggered manual task is claimed again at once (spec
-  // §3.9); the page shows whatever the API says.
+  // Cancel: the run is stopped and recorded as cancelled (cancel writes lastRunEndedAt and the error).
+  // Whether the triggered task is then claimed again (Backstage leaves next_run_start_at alone, spec §3.9) is
+  // the runtime's business, so only the common part is checked.
   await r.locator('button[data-action="cancel"]').click();
   await r.locator('.action-message[data-kind="ok"]').waitFor({ timeout: 5000 });
   const cancelled = await waitFor(async () => {
