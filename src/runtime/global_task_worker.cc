@@ -18,9 +18,7 @@ namespace {
 constexpr std::chrono::hours kMaxSleep{1};
 // How long a notification wait blocks before re-checking the stop token (the store's Wait also honours it).
 constexpr std::chrono::milliseconds kListenWait{500};
-// A poll that finds a task due but not yet ready is repeated after kEarlyRepoll, at most kMaxEarlyPolls times
-// in a row.
-constexpr std::chrono::milliseconds kEarlyRepoll{1};
+// A poll that finds a task due but not yet ready is repeated at once, at most kMaxEarlyPolls times in a row.
 constexpr int kMaxEarlyPolls = 3;
 
 std::string Name(const std::string& plugin_id, std::string_view id) {
@@ -226,7 +224,12 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
     }
 
     if (!waiting.empty()) {
-      if (context_.clock->SteadyNow() >= poll_at) poll_at = PollAndClaim(waiting, poll_interval);
+      if (context_.clock->SteadyNow() >= poll_at) {
+        claimed_ = false;
+        poll_at = PollAndClaim(waiting, poll_interval);
+        // A new run's timeout and liveness check are not in wake_at yet: go round once more before sleeping.
+        if (claimed_) continue;
+      }
       wake_at = std::min(wake_at, poll_at);
     }
     if (context_.clock->WaitUntil(wake_at, stop, &wake_) == WakeReason::kSignalled) {
@@ -278,7 +281,7 @@ SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
       // Due by now but not ready at the query: woken a hair early. Ask again soon -- but a store comparing at
       // a coarser precision than it reports would make that spin, so back off after a few tries.
       early = true;
-      due = after + (early_polls_ < kMaxEarlyPolls ? kEarlyRepoll : kMinPollInterval);
+      due = early_polls_ < kMaxEarlyPolls ? after : after + kMinPollInterval;
     }
     next_poll = std::min(next_poll, due);
   }
@@ -342,6 +345,7 @@ void GlobalTaskWorker::TryClaim(const std::string& id, const store::PolledTask& 
     return;
   }
   task->run = std::move(run);
+  claimed_ = true;
 }
 
 void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {

@@ -122,6 +122,7 @@ class GlobalTaskWorker {
   WakeSignal wake_;
   std::atomic<std::int64_t> db_offset_ns_;  // database now - node wall now
   int early_polls_ = 0;                     // poller thread only
+  bool claimed_ = false;                    // poller thread only: the last poll started a run
 
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Task>, std::less<>> tasks_;  // guarded by mu_

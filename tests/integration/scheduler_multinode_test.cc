@@ -57,9 +57,9 @@ std::int64_t NowNs() {
 class MultiNodeTest : public SchedulerTestBase {};
 
 TEST_P(MultiNodeTest, ThreeNodesInOneProcessNeverOverlap) {
-  std::mutex mu;
-  std::vector<Interval> runs;
-  CallCounter calls;
+  std::mutex& mu = Make<std::mutex>();
+  std::vector<Interval>& runs = Make<std::vector<Interval>>();
+  CallCounter& calls = Make<CallCounter>();
   for (int n = 0; n < 3; ++n) {
     const std::string node = std::to_string(n);
     PluginScheduler& plugin = AddNode(&Clock::Real(), nullptr).ForPlugin(kPlugin);
@@ -90,8 +90,8 @@ TEST_P(MultiNodeTest, ThreeNodesInOneProcessNeverOverlap) {
 
 TEST_P(MultiNodeTest, TriggerToStartIsMilliseconds) {
   PluginScheduler& plugin = AddNode(&Clock::Real(), nullptr).ForPlugin(kPlugin);
-  std::atomic<std::int64_t> started_ns{0};
-  CallCounter calls;
+  auto& started_ns = Make<std::atomic<std::int64_t>>(0);
+  CallCounter& calls = Make<CallCounter>();
   ASSERT_TRUE(plugin
                   .ScheduleTask(Global("manual", ManualTrigger{},
                                        [&](std::stop_token) {
@@ -119,9 +119,9 @@ TEST_P(MultiNodeTest, TriggerToStartIsMilliseconds) {
 
 TEST_P(MultiNodeTest, CronFiresWithinMillisecondsOfItsTime) {
   PluginScheduler& plugin = AddNode(&Clock::Real(), nullptr).ForPlugin(kPlugin);
-  std::mutex mu;
-  std::vector<double> lateness_ms;
-  CallCounter calls;
+  std::mutex& mu = Make<std::mutex>();
+  std::vector<double>& lateness_ms = Make<std::vector<double>>();
+  CallCounter& calls = Make<CallCounter>();
   ASSERT_TRUE(plugin
                   .ScheduleTask(Global("cron", CronFrequency{"* * * * * *", "UTC"},
                                        [&](std::stop_token) {

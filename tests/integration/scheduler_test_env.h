@@ -160,7 +160,17 @@ class SchedulerTestBase : public ::testing::TestWithParam<store::testing::Backen
     return task;
   }
 
+  // Objects a task function uses (gates, counters, records) must outlive the nodes, which are only shut down
+  // in TearDown, after the test body's locals are gone: tests create them here.
+  template <typename T, typename... Args>
+  T& Make(Args&&... args) {
+    auto object = std::make_shared<T>(std::forward<Args>(args)...);
+    kept_.push_back(object);
+    return *object;
+  }
+
   std::shared_ptr<StoreFaults> faults_ = std::make_shared<StoreFaults>();
+  std::vector<std::shared_ptr<void>> kept_;
   std::string ns_prefix_;
   LogCapture logs_;  // outlives the nodes, which log until they are shut down
   std::vector<std::unique_ptr<store::Store>> directs_;
