@@ -310,7 +310,10 @@ class JobQueue::Impl {
         listener_handle = std::move(opened).value();
         if (failing) context.Log(LogLevel::kInfo, "Listening for job notifications again");
         failing = false;
-        WakeAll();  // something may have been enqueued while not listening
+        // Something may have been enqueued, or the config changed, while not listening.
+        WakeAll();
+        config_dirty.store(true);
+        maintenance_wake.Notify();
       }
       Result<std::vector<store::Notification>> notes = listener_handle->Wait(kListenWait, stop);
       if (!notes.ok()) {

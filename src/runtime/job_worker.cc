@@ -158,6 +158,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
     }
     work_cv_.notify_all();
   }
+  if (!claimed->empty()) early_polls_ = 0;
   if (static_cast<int>(claimed->size()) >= params.limit) return true;
 
   // The due jobs are drained: sleep until the next one becomes due (a scheduled job, a retry).
@@ -174,7 +175,12 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   }
   SteadyTime due = context_.SteadyAt(**next);
   if (due <= after) {
-    if (early_polls_++ >= kMaxEarlyPolls) return false;  // held elsewhere, or a kind without a handler here
+    // Due already by this node's estimate of the database clock, yet not claimed: it became due during the
+    // claim (claim again at once), or the estimate is a hair off (again after a millisecond), or another node
+    // holds it or it is of a kind without a handler here (give up after a few tries; the poll remains).
+    const int tries = early_polls_++;
+    if (tries == 0) return true;
+    if (tries > kMaxEarlyPolls) return false;
     due = after + kEarlyRepoll;
   } else {
     early_polls_ = 0;

@@ -70,7 +70,8 @@ class JobQueueWorker {
 
   void ProducerLoop(std::stop_token stop);
   void WorkerLoop();
-  // One claim; returns whether it filled every free slot (more may be waiting).
+  // One claim; returns whether to claim again as soon as a slot is free (it filled every free slot, or a job
+  // became due while it ran).
   bool Claim(int free, SteadyTime now);
   void Execute(const std::shared_ptr<Run>& run);
   PendingCompletion Complete(const Run& run, JobResult result, bool timed_out, bool cancelled,

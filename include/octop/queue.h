@@ -1,0 +1,310 @@
+// The octop job queue: durable jobs in the database (table octop_jobs of namespace "octop"), run by handlers
+// registered per job kind, on workers per queue, across any number of nodes sharing the database.
+//
+// Model (docs/jobs.md has the details): a job is {kind, JSON payload, queue, priority, scheduled_at,
+// max_retries, unique_key}. It is `pending` until a node claims it (one statement, FOR UPDATE SKIP LOCKED on
+// PostgreSQL, BEGIN IMMEDIATE on SQLite), `running` while its handler runs, and ends `success`; when an
+// attempt fails it is `failed` (waiting for its retry after an exponential backoff with jitter) until 1 +
+// max_retries attempts are used up: then it is `frozen` (the dead letter; kept for inspection and manual
+// retry). A cancelled job is frozen too. Every claim carries a fresh attempt token; a completion whose token
+// is no longer the job's (the job was rescued from this node and re-claimed elsewhere) is rejected, so a late
+// worker can never overwrite a newer attempt: delivery is at-least-once.
+//
+// Threads (per JobQueue, none per job): per queue one producer that claims in batches of up to the free
+// worker slots and supervises timeouts, and a fixed pool of `concurrency` worker threads; one completer that
+// writes finished attempts in batches; one listener that turns enqueue notifications (PostgreSQL NOTIFY;
+// SQLite: an in-process broker) into immediate claims; one maintenance thread (rescuer of expired runs,
+// retention cleanup, re-reading the octop_config table). Enqueue in this process wakes the producers
+// directly.
+//
+// Ownership: a JobQueue owns its Store connection(s), its handlers (copied in) and all of its threads.
+// Handlers must return soon after their stop_token fires (timeout, Shutdown()).
+//
+// Thread-safety: every method may be called from any thread concurrently, including from inside a handler
+// (except Shutdown(), which waits for handlers to return). RegisterHandler/AddWorkers may be called before or
+// after Start().
+#ifndef OCTOP_QUEUE_H_
+#define OCTOP_QUEUE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <octop/clock.h>
+#include <octop/scheduler.h>
+#include <octop/status.h>
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace octop {
+
+namespace store {
+class Store;
+class StoreTransaction;
+}  // namespace store
+
+// ---- Jobs
+// ---------------------------------------------------------------------------------------------------------
+
+enum class JobStatus { kPending, kRunning, kSuccess, kFailed, kFrozen };
+std::string_view JobStatusName(JobStatus status);  // "pending" | "running" | "success" | "failed" | "frozen"
+std::optional<JobStatus> ParseJobStatus(std::string_view name);
+
+// What Enqueue takes.
+struct JobSpec {
+  std::string kind;                      // required, 1..255 bytes
+  std::string payload = "{}";            // JSON text (any JSON value); must parse
+  std::string queue = "default";         // 1..255 bytes
+  int priority = 0;                      // lower runs first among due jobs of a queue
+  std::optional<WallTime> scheduled_at;  // not before this instant; absent = now (the database's clock)
+  std::optional<int> max_retries;        // retries after the first attempt, >= 0; absent = 3
+  std::optional<std::string>
+      unique_key;  // at most one live (pending/running/failed) job per key, 1..255 bytes
+};
+
+struct EnqueueResult {
+  std::string id;         // a UUID
+  bool existing = false;  // true: a live job had the same unique_key; `id` is that job's, nothing was added
+  friend bool operator==(const EnqueueResult&, const EnqueueResult&) = default;
+};
+
+// One job as stored (what GET /jobs/<id> shows).
+struct JobInfo {
+  std::string id;
+  std::string queue;
+  std::string kind;
+  std::string payload;  // JSON text
+  int priority = 0;
+  WallTime scheduled_at;
+  JobStatus status = JobStatus::kPending;
+  int attempt = 0;  // attempts started so far (claims)
+  int max_retries = 0;
+  std::optional<std::string> last_error;
+  WallTime created_at;
+  std::optional<WallTime> started_at;
+  std::optional<WallTime> completed_at;
+  std::optional<WallTime> expires_at;
+  std::optional<std::string> unique_key;
+};
+
+struct JobFilter {
+  std::optional<JobStatus> status;
+  std::optional<std::string> queue;
+  std::optional<std::string> kind;
+  int limit = 50;  // 1..1000; newest first
+  int offset = 0;
+};
+
+// One line of the summary (the octop_jobs_summary view): jobs of one queue in one status.
+struct JobStatusCount {
+  std::string queue;
+  JobStatus status = JobStatus::kPending;
+  std::int64_t count = 0;
+  std::optional<WallTime> oldest_scheduled_at;
+  // pending/failed: mean waiting time so far of the due ones; running/success/frozen: mean start delay
+  // (started_at - scheduled_at) of those started in the last hour. Absent when none qualifies.
+  std::optional<double> average_delay_seconds;
+};
+
+struct JobSummary {
+  std::vector<JobStatusCount> counts;
+  std::vector<JobInfo> latest_failed;  // failed and frozen jobs, newest first (at most 10)
+  std::vector<std::string> paused_queues;
+};
+
+// ---- Handlers
+// -----------------------------------------------------------------------------------------------------
+
+// What a handler hands back.
+class JobResult {
+ public:
+  enum class Kind { kDone, kRetry, kFail, kCancel };
+
+  // The job succeeded.
+  static JobResult Done() { return JobResult(Kind::kDone, {}, std::nullopt); }
+  // Try again: after `after`, or after the backoff when absent. Counts as an attempt: once max_retries
+  // retries are used up the job is frozen with `error`.
+  static JobResult Retry(std::optional<std::chrono::milliseconds> after = std::nullopt,
+                         std::string error = "retry requested") {
+    return JobResult(Kind::kRetry, std::move(error), after);
+  }
+  // The attempt failed: retried after the backoff while retries remain, else frozen. (A thrown exception is
+  // Fail(what()).)
+  static JobResult Fail(std::string error) { return JobResult(Kind::kFail, std::move(error), std::nullopt); }
+  // Give up now, whatever the retries left: the job ends `frozen` with `error`.
+  static JobResult Cancel(std::string error) {
+    return JobResult(Kind::kCancel, std::move(error), std::nullopt);
+  }
+
+  Kind kind() const { return kind_; }
+  const std::string& error() const { return error_; }
+  const std::optional<std::chrono::milliseconds>& retry_after() const { return after_; }
+
+ private:
+  JobResult(Kind kind, std::string error, std::optional<std::chrono::milliseconds> after)
+      : kind_(kind), error_(std::move(error)), after_(after) {}
+  Kind kind_;
+  std::string error_;
+  std::optional<std::chrono::milliseconds> after_;
+};
+
+// What a handler receives. Valid for the duration of the call.
+struct JobContext {
+  std::string id;
+  std::string kind;
+  std::string queue;
+  std::string payload;  // JSON text
+  int attempt = 1;      // 1 for the first run
+  int max_retries = 0;
+  std::stop_token stop_token;  // fires on the job's timeout and on Shutdown() after the grace period
+};
+
+using JobHandler = std::function<JobResult(const JobContext&)>;
+
+struct JobHandlerOptions {
+  // How long one attempt may run before its stop_token fires and it counts as failed. Absent: the config
+  // table's "jobs.default_timeout_ms" (default 5 minutes), re-read while running.
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+// delay(attempt) = min(base * 2^(attempt-1), cap), then multiplied by a uniform random factor in
+// [1 - jitter, 1 + jitter]. attempt is the attempt that just failed (1 for the first run).
+struct RetryPolicy {
+  std::chrono::milliseconds base{1000};
+  std::chrono::milliseconds cap{std::chrono::hours(1)};
+  double jitter = 0.2;  // 0..1
+
+  // The delay before the retry that follows failed attempt `attempt` (>= 1); `unit_random` in [0, 1).
+  std::chrono::milliseconds Delay(int attempt, double unit_random) const;
+};
+
+// ---- The queue
+// ----------------------------------------------------------------------------------------------------
+
+// Opens the queue's store. The default opens OpenStore(database_url, {ns = "octop", clock}); tests substitute
+// a fresh namespace.
+using JobStoreFactory = std::function<Result<std::unique_ptr<store::Store>>(const Clock& clock)>;
+
+struct JobQueueOptions {
+  // "sqlite:<directory>", "sqlite::memory:" or "postgresql://...". Default "sqlite:." (the working
+  // directory).
+  std::string database_url = "sqlite:.";
+  // Default: OpenStore(database_url, {ns = "octop"}).
+  JobStoreFactory store_factory;
+  // Time source for every wait and timestamp (and the database's "now" in tests). Must outlive the queue.
+  Clock* clock = &Clock::Real();
+  // Log sink; default spdlog's default logger.
+  SchedulerLogger logger;
+  // Where the octop_jobs_* metrics are registered; default a registry of the queue's own.
+  std::shared_ptr<prometheus::Registry> metrics_registry;
+  // Stored with each claim (worker_id column) for diagnostics. Default "<hostname>-<pid>".
+  std::string worker_id;
+  // The backoff of failed attempts; the rescuer uses its base and cap (without jitter) for lost runs.
+  RetryPolicy retry;
+  // How often expired running jobs (their node died or hung past timeout + rescue_grace) go back to pending.
+  // Default 15 s; zero disables the rescuer.
+  std::chrono::milliseconds rescue_interval{15000};
+  // Added to a job's timeout to form its expiry in the database, so that this node's own timeout stop lands
+  // before another node may rescue the job. Default 5 s.
+  std::chrono::milliseconds rescue_grace{5000};
+  // Finished jobs (success, failed, frozen) older than this are deleted, checked every retention_interval.
+  // Defaults: 7 days, every hour. A zero interval disables the cleanup.
+  std::chrono::hours retention{24 * 7};
+  std::chrono::milliseconds retention_interval{std::chrono::hours(1)};
+  // How often the octop_config table (jobs.poll_interval_ms, jobs.default_timeout_ms) and the paused queues
+  // are re-read. Default 5 s.
+  std::chrono::milliseconds config_refresh_interval{5000};
+  // Completions are written when this many are waiting, or this long after the first one. Defaults 256, 2 ms.
+  std::size_t completion_batch = 256;
+  std::chrono::milliseconds completion_flush_interval{2};
+  // Shutdown: how long running handlers may go on before their stop_tokens fire. Default 10 s.
+  std::chrono::milliseconds shutdown_grace{10000};
+  // Fallbacks when the config table has no value. Defaults 1 s and 5 min.
+  std::chrono::milliseconds default_poll_interval{1000};
+  std::chrono::milliseconds default_timeout{std::chrono::minutes(5)};
+};
+
+// Config table keys (values are JSON numbers).
+inline constexpr std::string_view kJobsPollIntervalKey = "jobs.poll_interval_ms";
+inline constexpr std::string_view kJobsDefaultTimeoutKey = "jobs.default_timeout_ms";
+
+class JobQueue {
+ public:
+  // Opens (and migrates) the store. Nothing runs until Start().
+  static Result<std::unique_ptr<JobQueue>> Open(JobQueueOptions options = {});
+  ~JobQueue();  // Shutdown()
+  JobQueue(const JobQueue&) = delete;
+  JobQueue& operator=(const JobQueue&) = delete;
+
+  // ---- Producing
+  // InvalidArgument for a bad spec (nothing written). Wakes idle workers of the job's queue on every node.
+  Result<EnqueueResult> Enqueue(const JobSpec& spec);
+  // All or nothing, in one transaction; results in the order of `specs`.
+  Result<std::vector<EnqueueResult>> EnqueueMany(const std::vector<JobSpec>& specs);
+  // Inside the caller's transaction (Store::WithTransaction on this queue's database): the job exists if and
+  // only if the transaction commits. Workers everywhere are woken by the notification the store sends at
+  // commit.
+  Result<EnqueueResult> EnqueueTx(store::StoreTransaction& tx, const JobSpec& spec);
+  // Makes every producer of this process claim now.
+  void WakeAll();
+  // The queue's store (for Store::WithTransaction around EnqueueTx, and for tests). Lives as long as the
+  // queue.
+  store::Store& store();
+
+  // ---- Consuming
+  // The handler of `kind` (replacing an earlier one). Jobs of kinds without a handler on this node are left
+  // for other nodes.
+  Status RegisterHandler(std::string kind, JobHandler handler, JobHandlerOptions options = {});
+  // Runs workers for `queue` with this many slots (1..1024). Called again for a queue: the larger count wins.
+  Status AddWorkers(std::string queue, int concurrency);
+  // Starts the producers, completer, listener and maintenance threads. FailedPrecondition after Shutdown().
+  Status Start();
+  // Stops claiming, lets running handlers finish for shutdown_grace (then fires their stop_tokens and waits),
+  // writes every pending completion, joins every thread. Idempotent.
+  void Shutdown();
+
+  // ---- Managing (what the REST API and the CLI call)
+  Result<JobInfo> GetJob(std::string_view id);                     // NotFound "Job <id> does not exist"
+  Result<std::vector<JobInfo>> ListJobs(const JobFilter& filter);  // InvalidArgument for a bad limit
+  Result<JobSummary> Summarize();
+  // A failed or frozen job back to pending, due now; a frozen job that used up its retries gets exactly one
+  // more attempt. NotFound "Job <id> does not exist"; Conflict "Job <id> is <status>" for
+  // pending/running/success, or when another live job holds its unique key.
+  Status RetryJob(std::string_view id);
+  // A pending or failed job becomes frozen with "Job was cancelled". A running job: if it runs on this node
+  // its stop_token fires and its attempt ends frozen with that error; if it runs elsewhere, Conflict "Job
+  // <id> is currently running". NotFound "Job <id> does not exist"; Conflict "Job <id> has already finished".
+  Status CancelJob(std::string_view id);
+  Status PauseQueue(std::string_view queue);
+  Status ResumeQueue(std::string_view queue);
+  // Writes a config value (JSON text) to the octop_config table; every node applies it at its next refresh.
+  Status SetConfig(std::string_view key, std::string_view json_value);
+
+  // octop_jobs_enqueued_total{queue,kind}, octop_jobs_completed_total{queue,kind,result},
+  // octop_jobs_duration_seconds{queue,kind} (histogram), octop_jobs_start_latency_seconds{queue} (histogram
+  // of enqueue/scheduled -> start), octop_jobs_running{queue} (gauge), octop_jobs_rescued_total,
+  // octop_jobs_fenced_total (completions rejected by their token).
+  std::shared_ptr<prometheus::Registry> metrics_registry() const;
+
+  // The poll interval and default timeout in effect (from the config table or the options).
+  std::chrono::milliseconds poll_interval() const;
+  std::chrono::milliseconds default_timeout() const;
+
+  class Impl;
+
+ private:
+  explicit JobQueue(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace octop
+
+#endif  // OCTOP_QUEUE_H_

@@ -1,0 +1,282 @@
+#include "http/job_routes.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+
+#include <date/date.h>
+
+#include "http/task_json.h"
+
+namespace octop::http {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::size_t kMaxNameBytes = 255;
+
+std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+bool ReadDigits(std::string_view s, std::size_t& pos, std::size_t n, int& out) {
+  if (pos + n > s.size()) return false;
+  int v = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = s[pos + i];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  out = v;
+  pos += n;
+  return true;
+}
+
+bool Expect(std::string_view s, std::size_t& pos, char c) {
+  if (pos >= s.size() || s[pos] != c) return false;
+  ++pos;
+  return true;
+}
+
+Result<std::string> NameField(const Json& body, const char* field, bool required, std::string fallback) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) {
+    if (required) return InvalidArgumentError(std::string("'") + field + "' is required");
+    return fallback;
+  }
+  if (!it->is_string()) return InvalidArgumentError(std::string("'") + field + "' must be a string");
+  std::string value = it->get<std::string>();
+  if (value.empty()) return InvalidArgumentError(std::string("'") + field + "' must not be empty");
+  if (value.size() > kMaxNameBytes) {
+    return InvalidArgumentError(std::string("'") + field + "' is longer than " +
+                                std::to_string(kMaxNameBytes) + " bytes");
+  }
+  return value;
+}
+
+Result<std::optional<int>> IntField(const Json& body, const char* field, long long min, long long max) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::optional<int>();
+  if (!it->is_number_integer()) {
+    return InvalidArgumentError(std::string("'") + field + "' must be an integer, got " + Dump(*it));
+  }
+  const long long v =
+      it->is_number_unsigned() && it->get<unsigned long long>() > static_cast<unsigned long long>(max)
+          ? max + 1
+          : it->get<long long>();
+  if (v < min || v > max) {
+    return InvalidArgumentError(std::string("'") + field + "' must be between " + std::to_string(min) +
+                                " and " + std::to_string(max) + ", got " + Dump(*it));
+  }
+  return std::optional<int>(static_cast<int>(v));
+}
+
+Result<ApiResponse> JobResponse(JobQueue& queue, const std::string& id) {
+  OCTOP_ASSIGN_OR_RETURN(JobInfo job, queue.GetJob(id));
+  return ApiResponse::Json(Dump(JobToJson(job)));
+}
+
+}  // namespace
+
+std::string FormatUtcIso(WallTime t) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
+  std::string out = date::format("%Y-%m-%dT%H:%M:%S", std::chrono::floor<std::chrono::seconds>(ms));
+  char buf[8];
+  auto millis = (ms.time_since_epoch() % std::chrono::seconds(1)).count();
+  if (millis < 0) millis += 1000;
+  std::snprintf(buf, sizeof buf, ".%03dZ", static_cast<int>(millis));
+  return out + buf;
+}
+
+std::optional<WallTime> ParseIsoInstant(std::string_view s) {
+  std::size_t pos = 0;
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (!ReadDigits(s, pos, 4, year) || !Expect(s, pos, '-') || !ReadDigits(s, pos, 2, month) ||
+      !Expect(s, pos, '-') || !ReadDigits(s, pos, 2, day)) {
+    return std::nullopt;
+  }
+  if (pos >= s.size() || (s[pos] != 'T' && s[pos] != 't' && s[pos] != ' ')) return std::nullopt;
+  ++pos;
+  if (!ReadDigits(s, pos, 2, hour) || !Expect(s, pos, ':') || !ReadDigits(s, pos, 2, minute))
+    return std::nullopt;
+  if (pos < s.size() && s[pos] == ':' && !(++pos, ReadDigits(s, pos, 2, second))) return std::nullopt;
+  std::chrono::nanoseconds fraction{0};
+  if (pos < s.size() && (s[pos] == '.' || s[pos] == ',')) {
+    ++pos;
+    std::int64_t scale = 100000000;
+    std::int64_t ns = 0;
+    const std::size_t start = pos;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos])) != 0) {
+      ns += (s[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == start) return std::nullopt;
+    fraction = std::chrono::nanoseconds(ns);
+  }
+  std::chrono::minutes offset{0};
+  if (pos >= s.size()) return std::nullopt;  // an offset is required: a bare local time is ambiguous
+  if (s[pos] == 'Z' || s[pos] == 'z') {
+    ++pos;
+  } else if (s[pos] == '+' || s[pos] == '-') {
+    const bool negative = s[pos] == '-';
+    ++pos;
+    int oh = 0, om = 0;
+    if (!ReadDigits(s, pos, 2, oh)) return std::nullopt;
+    if (pos < s.size()) {
+      if (s[pos] == ':') ++pos;
+      if (!ReadDigits(s, pos, 2, om)) return std::nullopt;
+    }
+    if (oh > 23 || om > 59) return std::nullopt;
+    offset = std::chrono::minutes(oh * 60 + om);
+    if (negative) offset = -offset;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != s.size()) return std::nullopt;
+  const date::year_month_day ymd{date::year(year), date::month(static_cast<unsigned>(month)),
+                                 date::day(static_cast<unsigned>(day))};
+  if (!ymd.ok() || hour > 23 || minute > 59 || second > 60) return std::nullopt;
+  const auto tp = date::sys_days(ymd) + std::chrono::hours(hour) + std::chrono::minutes(minute) +
+                  std::chrono::seconds(second) - offset;
+  return std::chrono::time_point_cast<WallTime::duration>(tp) +
+         std::chrono::duration_cast<WallTime::duration>(fraction);
+}
+
+Json JobToJson(const JobInfo& job) {
+  Json j;
+  j["id"] = job.id;
+  j["queue"] = job.queue;
+  j["kind"] = job.kind;
+  Json payload = Json::parse(job.payload, nullptr, false);
+  j["payload"] = payload.is_discarded() ? Json(job.payload) : payload;
+  j["priority"] = job.priority;
+  j["status"] = std::string(JobStatusName(job.status));
+  j["attempt"] = job.attempt;
+  j["maxRetries"] = job.max_retries;
+  j["scheduledAt"] = FormatUtcIso(job.scheduled_at);
+  j["createdAt"] = FormatUtcIso(job.created_at);
+  j["startedAt"] = job.started_at ? Json(FormatUtcIso(*job.started_at)) : Json();
+  j["completedAt"] = job.completed_at ? Json(FormatUtcIso(*job.completed_at)) : Json();
+  j["expiresAt"] = job.expires_at ? Json(FormatUtcIso(*job.expires_at)) : Json();
+  j["lastError"] = job.last_error ? Json(*job.last_error) : Json();
+  j["uniqueKey"] = job.unique_key ? Json(*job.unique_key) : Json();
+  return j;
+}
+
+Result<JobSpec> JobSpecFromJson(std::string_view text) {
+  const Json body = Json::parse(text, nullptr, false);
+  if (body.is_discarded()) return InvalidArgumentError("Request body is not valid JSON");
+  if (!body.is_object()) return InvalidArgumentError("Request body must be a JSON object");
+  static const char* const kFields[] = {"kind",        "payload",    "queue",    "priority",
+                                        "scheduledAt", "maxRetries", "uniqueKey"};
+  for (const auto& [key, value] : body.items()) {
+    bool known = false;
+    for (const char* f : kFields) known = known || key == f;
+    if (!known) {
+      return InvalidArgumentError(
+          "Unknown field '" + key +
+          "'; expected kind, payload, queue, priority, scheduledAt, maxRetries, uniqueKey");
+    }
+  }
+  JobSpec spec;
+  OCTOP_ASSIGN_OR_RETURN(spec.kind, NameField(body, "kind", true, ""));
+  OCTOP_ASSIGN_OR_RETURN(spec.queue, NameField(body, "queue", false, "default"));
+  if (auto it = body.find("payload"); it != body.end()) spec.payload = Dump(*it);
+  OCTOP_ASSIGN_OR_RETURN(auto priority, IntField(body, "priority", std::numeric_limits<int>::min() / 2,
+                                                 std::numeric_limits<int>::max() / 2));
+  if (priority) spec.priority = *priority;
+  OCTOP_ASSIGN_OR_RETURN(spec.max_retries, IntField(body, "maxRetries", 0, 1000));
+  if (auto it = body.find("scheduledAt"); it != body.end() && !it->is_null()) {
+    std::optional<WallTime> at = it->is_string() ? ParseIsoInstant(it->get<std::string>()) : std::nullopt;
+    if (!at) {
+      return InvalidArgumentError(
+          "'scheduledAt' must be an ISO 8601 instant with 'Z' or an offset, e.g. "
+          "2026-01-01T00:00:00Z, got " +
+          Dump(*it));
+    }
+    spec.scheduled_at = *at;
+  }
+  if (auto it = body.find("uniqueKey"); it != body.end() && !it->is_null()) {
+    OCTOP_ASSIGN_OR_RETURN(std::string key, NameField(body, "uniqueKey", true, ""));
+    spec.unique_key = std::move(key);
+  }
+  return spec;
+}
+
+void AddJobRoutes(ApiServer& server, JobQueue& queue) {
+  JobQueue* q = &queue;
+  server.AddRoute("POST", "/api/octop/v1/jobs", [q](const ApiRequest& req) -> Result<ApiResponse> {
+    OCTOP_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(req.body));
+    OCTOP_ASSIGN_OR_RETURN(EnqueueResult r, q->Enqueue(spec));
+    return ApiResponse::Json(Dump(Json{{"id", r.id}, {"existing", r.existing}}), r.existing ? 200 : 201);
+  });
+  server.AddRoute("GET", "/api/octop/v1/jobs", [q](const ApiRequest& req) -> Result<ApiResponse> {
+    JobFilter filter;
+    if (auto s = req.Query("status"); s && !s->empty()) {
+      filter.status = ParseJobStatus(*s);
+      if (!filter.status) {
+        return InvalidArgumentError("Unknown status '" + *s +
+                                    "'; expected pending, running, success, failed or frozen");
+      }
+    }
+    if (auto v = req.Query("queue"); v && !v->empty()) filter.queue = *v;
+    if (auto v = req.Query("kind"); v && !v->empty()) filter.kind = *v;
+    if (auto v = req.Query("limit"); v && !v->empty()) {
+      int limit = 0;
+      auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), limit);
+      if (ec != std::errc() || end != v->data() + v->size() || limit < 1 || limit > 1000) {
+        return InvalidArgumentError("'limit' must be an integer between 1 and 1000, got '" + *v + "'");
+      }
+      filter.limit = limit;
+    }
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, q->ListJobs(filter));
+    Json list = Json::array();
+    for (const JobInfo& job : jobs) list.push_back(JobToJson(job));
+    return ApiResponse::Json(Dump(Json{{"jobs", std::move(list)}}));
+  });
+  // Registered before /jobs/:id: the first matching route wins.
+  server.AddRoute("GET", "/api/octop/v1/jobs/summary", [q](const ApiRequest&) -> Result<ApiResponse> {
+    OCTOP_ASSIGN_OR_RETURN(JobSummary summary, q->Summarize());
+    Json counts = Json::array();
+    for (const JobStatusCount& c : summary.counts) {
+      Json line;
+      line["queue"] = c.queue;
+      line["status"] = std::string(JobStatusName(c.status));
+      line["count"] = c.count;
+      line["oldestScheduledAt"] = c.oldest_scheduled_at ? Json(FormatUtcIso(*c.oldest_scheduled_at)) : Json();
+      line["averageDelaySeconds"] = c.average_delay_seconds ? Json(*c.average_delay_seconds) : Json();
+      counts.push_back(std::move(line));
+    }
+    Json failed = Json::array();
+    for (const JobInfo& job : summary.latest_failed) failed.push_back(JobToJson(job));
+    return ApiResponse::Json(Dump(Json{{"counts", std::move(counts)},
+                                       {"latestFailed", std::move(failed)},
+                                       {"pausedQueues", summary.paused_queues}}));
+  });
+  server.AddRoute("GET", "/api/octop/v1/jobs/:id", [q](const ApiRequest& req) -> Result<ApiResponse> {
+    return JobResponse(*q, req.params[0]);
+  });
+  server.AddRoute("POST", "/api/octop/v1/jobs/:id/retry", [q](const ApiRequest& req) -> Result<ApiResponse> {
+    OCTOP_RETURN_IF_ERROR(q->RetryJob(req.params[0]));
+    return JobResponse(*q, req.params[0]);
+  });
+  server.AddRoute("POST", "/api/octop/v1/jobs/:id/cancel", [q](const ApiRequest& req) -> Result<ApiResponse> {
+    OCTOP_RETURN_IF_ERROR(q->CancelJob(req.params[0]));
+    return JobResponse(*q, req.params[0]);
+  });
+  for (const bool pause : {true, false}) {
+    server.AddRoute("POST",
+                    pause ? "/api/octop/v1/queues/:queue/pause" : "/api/octop/v1/queues/:queue/resume",
+                    [q, pause](const ApiRequest& req) -> Result<ApiResponse> {
+                      const std::string& name = req.params[0];
+                      if (name.empty() || name.size() > kMaxNameBytes) {
+                        return InvalidArgumentError("Invalid queue name '" + name + "'");
+                      }
+                      OCTOP_RETURN_IF_ERROR(pause ? q->PauseQueue(name) : q->ResumeQueue(name));
+                      return ApiResponse::Json(Dump(Json{{"queue", name}, {"paused", pause}}));
+                    });
+  }
+}
+
+}  // namespace octop::http

@@ -1,0 +1,539 @@
+// The JobQueue runtime on every store backend, in one process: running handlers, results, retries with their
+// backoff and the freeze (driven by a FakeClock), timeouts, unique keys under concurrency, batch and
+// transactional enqueue, pause/resume, manual retry/cancel, the rescuer and fencing, config changes without a
+// restart, shutdown draining, metrics.
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <prometheus/registry.h>
+
+#include "job_test_env.h"
+
+namespace octop::job_testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+class JobQueueTest : public JobQueueTestBase {};
+
+double MetricValue(JobQueue& q, const std::string& name, const std::map<std::string, std::string>& labels) {
+  double total = 0;
+  for (const auto& family : q.metrics_registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      bool match = true;
+      for (const auto& [k, v] : labels) {
+        bool found = false;
+        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
+        match = match && found;
+      }
+      if (!match) continue;
+      total += family.type == prometheus::MetricType::Histogram
+                   ? static_cast<double>(m.histogram.sample_count)
+                   : m.counter.value + m.gauge.value;
+    }
+  }
+  return total;
+}
+
+TEST_P(JobQueueTest, RunsAHandlerWithItsContextAndRecordsSuccess) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  ASSERT_TRUE(q.RegisterHandler("greet", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 2).ok());
+  ASSERT_TRUE(q.Start().ok());
+
+  JobSpec spec = Spec("greet", R"({"name":"Ada","n":[1,2]})");
+  spec.max_retries = 5;
+  auto enqueued = q.Enqueue(spec);
+  ASSERT_TRUE(enqueued.ok()) << enqueued.status().ToString();
+  EXPECT_FALSE(enqueued->existing);
+  ASSERT_TRUE(calls_.WaitFor(1));
+  const auto call = calls_.calls().front();
+  EXPECT_EQ(call.id, enqueued->id);
+  EXPECT_EQ(call.kind, "greet");
+  EXPECT_EQ(call.queue, "default");
+  EXPECT_EQ(Json::parse(call.payload), Json::parse(R"({"name":"Ada","n":[1,2]})"));
+  EXPECT_EQ(call.attempt, 1);
+  EXPECT_EQ(call.max_retries, 5);
+  ASSERT_TRUE(WaitForJob(q, enqueued->id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  auto job = q.GetJob(enqueued->id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->attempt, 1);
+  EXPECT_TRUE(job->completed_at.has_value());
+  EXPECT_FALSE(job->last_error.has_value());
+  EXPECT_TRUE(Eventually([&] {
+    return MetricValue(q, "octop_jobs_completed_total", {{"kind", "greet"}, {"result", "success"}}) == 1;
+  }));
+  EXPECT_EQ(MetricValue(q, "octop_jobs_enqueued_total", {{"kind", "greet"}}), 1);
+  EXPECT_EQ(MetricValue(q, "octop_jobs_start_latency_seconds", {{"queue", "default"}}), 1);
+}
+
+TEST_P(JobQueueTest, AnIdleWorkerStartsAnEnqueuedJobQuickly) {
+  // A loose behavioural bound only (a wake-up, not a poll): the real figures are measured in bench/.
+  auto options = Options(&Clock::Real());
+  options.default_poll_interval = 60s;  // a poll cannot be what starts the job
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("ping", [&](const JobContext&) {
+                 {
+                   std::lock_guard lock(mu_);
+                   started_ = std::chrono::steady_clock::now();
+                 }
+                 cv_.notify_all();
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  for (int i = 0; i < 20; ++i) {
+    {
+      std::lock_guard lock(mu_);
+      started_.reset();
+    }
+    const auto before = std::chrono::steady_clock::now();
+    ASSERT_TRUE(q.Enqueue(Spec("ping")).ok());
+    std::unique_lock lock(mu_);
+    ASSERT_TRUE(cv_.wait_for(lock, 10s, [&] { return started_.has_value(); }))
+        << "job " << i << " never started";
+    EXPECT_LT(*started_ - before, 500ms) << "job " << i;
+  }
+}
+
+TEST_P(JobQueueTest, FailedAttemptsBackOffExponentiallyThenFreeze) {
+  testing::FakeClock& clock = fake_clock_;
+  auto options = Options(&clock);
+  options.retry.base = 1s;
+  options.retry.cap = 1h;
+  options.retry.jitter = 0;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("flaky", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Fail("boom " + std::to_string(ctx.attempt));
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  JobSpec spec = Spec("flaky");
+  spec.max_retries = 2;
+  auto id = q.Enqueue(spec);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    ASSERT_TRUE(calls_.WaitFor(static_cast<std::size_t>(attempt)));
+    const WallTime failed_at = clock.WallNow();  // fake time stands still while the handler runs
+    ASSERT_TRUE(WaitForJob(q, id->id, [&](const JobInfo& j) {
+      return j.status == JobStatus::kFailed && j.attempt == attempt;
+    })) << logs_.Dump();
+    auto job = q.GetJob(id->id);
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(job->last_error, "boom " + std::to_string(attempt));
+    // delay = base * 2^(attempt-1), no jitter: 1 s, then 2 s.
+    const auto expected_due = failed_at + std::chrono::seconds(1 << (attempt - 1));
+    EXPECT_LE(std::chrono::abs(job->scheduled_at - expected_due), 1ms);
+    // Fake time moves to the due instant and no further: the database cannot hand the job out earlier, and it
+    // must be handed out at that instant (the producer sleeps until the next due job).
+    clock.Advance(std::chrono::duration_cast<std::chrono::nanoseconds>(job->scheduled_at - clock.WallNow()));
+    ASSERT_TRUE(calls_.WaitFor(static_cast<std::size_t>(attempt) + 1)) << logs_.Dump();
+    auto next = q.GetJob(id->id);
+    ASSERT_TRUE(next.ok());
+    ASSERT_TRUE(next->started_at.has_value());
+    EXPECT_LE(std::chrono::abs(*next->started_at - job->scheduled_at), 1ms);
+  }
+  ASSERT_TRUE(WaitForJob(q, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
+  auto frozen = q.GetJob(id->id);
+  ASSERT_TRUE(frozen.ok());
+  EXPECT_EQ(frozen->attempt, 3);  // 1 + max_retries
+  EXPECT_EQ(frozen->last_error, "boom 3");
+  EXPECT_TRUE(frozen->completed_at.has_value());
+  EXPECT_EQ(calls_.size(), 3u);
+  EXPECT_TRUE(Eventually([&] {
+    return MetricValue(q, "octop_jobs_completed_total", {{"kind", "flaky"}, {"result", "frozen"}}) == 1;
+  }));
+}
+
+TEST_P(JobQueueTest, RetryAfterAndExceptionsAndCancelResults) {
+  testing::FakeClock& clock = fake_clock_;
+  JobQueue& q = Open(Options(&clock));
+  ASSERT_TRUE(q.RegisterHandler("later", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 if (ctx.attempt == 1) return JobResult::Retry(30s, "not yet");
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.RegisterHandler("throws", [](const JobContext&) -> JobResult {
+                 throw std::runtime_error("disk on fire");
+               }).ok());
+  ASSERT_TRUE(
+      q.RegisterHandler("gives-up", [](const JobContext&) { return JobResult::Cancel("bad payload"); }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 2).ok());
+  ASSERT_TRUE(q.Start().ok());
+
+  auto later = q.Enqueue(Spec("later"));
+  JobSpec throws = Spec("throws");
+  throws.max_retries = 0;
+  auto thrown = q.Enqueue(throws);
+  auto gives_up = q.Enqueue(Spec("gives-up"));
+  ASSERT_TRUE(later.ok() && thrown.ok() && gives_up.ok());
+
+  ASSERT_TRUE(WaitForJob(q, thrown->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
+  EXPECT_EQ(q.GetJob(thrown->id)->last_error, "disk on fire");
+  ASSERT_TRUE(WaitForJob(q, gives_up->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
+  EXPECT_EQ(q.GetJob(gives_up->id)->attempt, 1);  // retries were left, but the handler gave up
+  EXPECT_EQ(q.GetJob(gives_up->id)->last_error, "bad payload");
+
+  const WallTime t0 = clock.WallNow();
+  ASSERT_TRUE(WaitForJob(q, later->id, [](const JobInfo& j) { return j.status == JobStatus::kFailed; }));
+  auto waiting = q.GetJob(later->id);
+  EXPECT_LE(std::chrono::abs(waiting->scheduled_at - (t0 + 30s)), 1ms);  // Retry(after) overrides the backoff
+  EXPECT_EQ(waiting->last_error, "not yet");
+  clock.Advance(30s);
+  ASSERT_TRUE(WaitForJob(q, later->id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  EXPECT_EQ(calls_.size(), 2u);
+}
+
+TEST_P(JobQueueTest, ATimeoutFiresTheStopTokenAndCountsAsAFailedAttempt) {
+  testing::FakeClock& clock = fake_clock_;
+  JobQueue& q = Open(Options(&clock));
+  ASSERT_TRUE(q.RegisterHandler("slow",
+                                [&](const JobContext& ctx) {
+                                  calls_.Add(ctx);
+                                  Gate never;
+                                  if (!never.Wait(ctx.stop_token)) flag_ = true;
+                                  return JobResult::Fail("interrupted");
+                                },
+                                {.timeout = 10s})
+                  .ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  auto id = q.Enqueue(Spec("slow"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  clock.Advance(9s);
+  EXPECT_FALSE(flag_.load());
+  // The producer fires the stop at the deadline; advance in steps until it has (it may not be asleep yet).
+  ASSERT_TRUE(Eventually([&] {
+    clock.Advance(1s);
+    return flag_.load();
+  }));
+  ASSERT_TRUE(WaitForJob(q, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFailed; }));
+  EXPECT_EQ(q.GetJob(id->id)->last_error, "Job timed out after 10000 ms: interrupted");
+}
+
+TEST_P(JobQueueTest, ConcurrentEnqueuesOfOneUniqueKeyMakeOneJob) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  std::vector<Result<EnqueueResult>> results(kThreads, InternalError("not run"));
+  std::atomic<bool> go{false};
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      JobSpec spec = Spec("report", R"({"n":)" + std::to_string(i) + "}");
+      spec.unique_key = "daily-report";
+      results[static_cast<std::size_t>(i)] = q.Enqueue(spec);
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  std::set<std::string> ids;
+  int created = 0;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ids.insert(r->id);
+    if (!r->existing) ++created;
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(ids.size(), 1u);
+  auto all = q.ListJobs({.status = std::nullopt, .queue = std::nullopt, .kind = "report", .limit = 100});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u);
+
+  // Once the job has finished the key is free again.
+  ASSERT_TRUE(q.RegisterHandler("report", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(WaitForJob(q, *ids.begin(), [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  JobSpec again = Spec("report");
+  again.unique_key = "daily-report";
+  auto second = q.Enqueue(again);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->existing);
+  EXPECT_NE(second->id, *ids.begin());
+}
+
+TEST_P(JobQueueTest, EnqueueManyIsAllOrNothing) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  std::vector<JobSpec> specs;
+  for (int i = 0; i < 50; ++i) specs.push_back(Spec("batch", R"({"i":)" + std::to_string(i) + "}"));
+  auto bad = specs;
+  bad[25].payload = "{not json";
+  EXPECT_EQ(q.EnqueueMany(bad).status().code(), StatusCode::kInvalidArgument);
+  auto none = q.ListJobs({.status = std::nullopt, .queue = std::nullopt, .kind = "batch", .limit = 100});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  ASSERT_TRUE(q.RegisterHandler("batch", [&](const JobContext&) {
+                 ++counter_;
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 4).ok());
+  ASSERT_TRUE(q.Start().ok());
+  auto ok = q.EnqueueMany(specs);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 50u);
+  std::set<std::string> ids;
+  for (const auto& r : *ok) ids.insert(r.id);
+  EXPECT_EQ(ids.size(), 50u);
+  ASSERT_TRUE(Eventually([&] {
+    auto done =
+        q.ListJobs({.status = JobStatus::kSuccess, .queue = std::nullopt, .kind = "batch", .limit = 100});
+    return done.ok() && done->size() == 50;
+  }));
+  EXPECT_EQ(counter_.load(), 50);
+}
+
+TEST_P(JobQueueTest, TransactionalEnqueueCommitsOrRollsBackWithTheCallersWrites) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  ASSERT_TRUE(q.RegisterHandler("welcome", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(q.store()
+                  .WithTransaction([](store::StoreTransaction& tx) -> Status {
+                    return tx.Execute("CREATE TABLE app_users (name text)", {}).status();
+                  })
+                  .ok());
+
+  std::string rolled_back_id;
+  Status s = q.store().WithTransaction([&](store::StoreTransaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(tx.Execute("INSERT INTO app_users (name) VALUES ($1)", {"eve"}).status());
+    OCTOP_ASSIGN_OR_RETURN(EnqueueResult r, q.EnqueueTx(tx, Spec("welcome", R"({"user":"eve"})")));
+    rolled_back_id = r.id;
+    return InvalidArgumentError("signup refused");
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.GetJob(rolled_back_id).status().code(), StatusCode::kNotFound);
+
+  std::string committed_id;
+  s = q.store().WithTransaction([&](store::StoreTransaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(tx.Execute("INSERT INTO app_users (name) VALUES ($1)", {"ada"}).status());
+    OCTOP_ASSIGN_OR_RETURN(EnqueueResult r, q.EnqueueTx(tx, Spec("welcome", R"({"user":"ada"})")));
+    committed_id = r.id;
+    return Status::Ok();
+  });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // No WakeAll(): the notification sent at commit wakes the worker.
+  ASSERT_TRUE(calls_.WaitFor(1));
+  EXPECT_EQ(calls_.calls().front().id, committed_id);
+  ASSERT_TRUE(WaitForJob(q, committed_id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  EXPECT_EQ(calls_.size(), 1u);
+}
+
+TEST_P(JobQueueTest, APausedQueueKeepsItsJobsUntilResumed) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  ASSERT_TRUE(q.RegisterHandler("mail", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("outbox", 1).ok());
+  ASSERT_TRUE(q.PauseQueue("outbox").ok());
+  ASSERT_TRUE(q.Start().ok());
+  JobSpec spec = Spec("mail");
+  spec.queue = "outbox";
+  auto id = q.Enqueue(spec);
+  ASSERT_TRUE(id.ok());
+  auto summary = q.Summarize();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->paused_queues, std::vector<std::string>{"outbox"});
+  // The enqueue woke the worker; a claim on a paused queue takes nothing.
+  EXPECT_EQ(q.GetJob(id->id)->status, JobStatus::kPending);
+  ASSERT_TRUE(q.ResumeQueue("outbox").ok());
+  ASSERT_TRUE(WaitForJob(q, id->id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  EXPECT_EQ(calls_.size(), 1u);
+  EXPECT_TRUE(q.Summarize()->paused_queues.empty());
+}
+
+TEST_P(JobQueueTest, ManualCancelAndRetry) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  ASSERT_TRUE(q.RegisterHandler("blocking", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
+                 flag_ = true;
+                 return JobResult::Fail("stopped");
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+
+  // Pending (not started): cancelled in the database.
+  auto pending = q.Enqueue(Spec("blocking"));
+  ASSERT_TRUE(pending.ok());
+  ASSERT_TRUE(q.CancelJob(pending->id).ok());
+  auto cancelled = q.GetJob(pending->id);
+  EXPECT_EQ(cancelled->status, JobStatus::kFrozen);
+  EXPECT_EQ(cancelled->last_error, "Job was cancelled");
+  EXPECT_EQ(q.CancelJob(pending->id).code(), StatusCode::kConflict);
+  EXPECT_EQ(q.CancelJob("00000000-0000-4000-8000-000000000000").code(), StatusCode::kNotFound);
+
+  // Running here: its stop_token fires and the attempt ends frozen with the cancel error.
+  ASSERT_TRUE(q.Start().ok());
+  auto running = q.Enqueue(Spec("blocking"));
+  ASSERT_TRUE(running.ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  ASSERT_TRUE(q.CancelJob(running->id).ok());
+  ASSERT_TRUE(WaitForJob(q, running->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
+  EXPECT_TRUE(flag_.load());
+  EXPECT_EQ(q.GetJob(running->id)->last_error, "Job was cancelled");
+
+  // Retry: a frozen job runs again.
+  EXPECT_EQ(q.RetryJob("00000000-0000-4000-8000-000000000000").code(), StatusCode::kNotFound);
+  gate_.Open();
+  ASSERT_TRUE(q.RetryJob(pending->id).ok());
+  ASSERT_TRUE(WaitForJob(q, pending->id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  EXPECT_EQ(q.RetryJob(pending->id).code(), StatusCode::kConflict);  // success is final
+}
+
+TEST_P(JobQueueTest, TheRescuerReRunsAJobWhoseWorkerVanishedAndFencesTheLateCompletion) {
+  // Node A claims the job, then "hangs" (its handler ignores the stop) past the expiry. Node B's rescuer puts
+  // the job back and B runs it. When A's handler finally returns, its completion carries a stale token:
+  // discarded.
+  auto options_a = Options(&Clock::Real());
+  options_a.rescue_interval = 0ms;  // A never rescues
+  options_a.rescue_grace = 0ms;
+  options_a.worker_id = "node-a";
+  JobQueue& a = Open(options_a);
+  ASSERT_TRUE(a.RegisterHandler("job",
+                                [&](const JobContext& ctx) {
+                                  calls_.Add(ctx);
+                                  gate_.Wait(std::stop_token());  // deaf to its stop token
+                                  return JobResult::Done();
+                                },
+                                {.timeout = 200ms})
+                  .ok());
+  ASSERT_TRUE(a.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(a.Start().ok());
+  auto id = a.Enqueue(Spec("job"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+
+  auto options_b = Options(&Clock::Real());
+  options_b.rescue_interval = 20ms;
+  options_b.worker_id = "node-b";
+  JobQueue& b = Open(options_b);
+  ASSERT_TRUE(b.RegisterHandler("job", [&](const JobContext& ctx) {
+                 calls_b_.Add(ctx);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(b.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(b.Start().ok());
+  ASSERT_TRUE(calls_b_.WaitFor(1)) << logs_.Dump();
+  EXPECT_EQ(calls_b_.calls().front().attempt, 2);
+  ASSERT_TRUE(WaitForJob(b, id->id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+
+  gate_.Open();
+  ASSERT_TRUE(Eventually([&] {
+    return MetricValue(a, "octop_jobs_completed_total", {{"result", "fenced"}}) == 1;
+  }));
+  auto job = b.GetJob(id->id);
+  EXPECT_EQ(job->status, JobStatus::kSuccess);
+  EXPECT_EQ(job->attempt, 2);
+  EXPECT_EQ(MetricValue(b, "octop_jobs_rescued_total", {}), 1);
+}
+
+TEST_P(JobQueueTest, ConfigChangesApplyWithoutARestart) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  ASSERT_TRUE(q.Start().ok());
+  EXPECT_EQ(q.poll_interval(), 1000ms);
+  EXPECT_EQ(q.default_timeout(), std::chrono::milliseconds(std::chrono::minutes(5)));
+  // Written by another node (a direct store): picked up through the config notification or the periodic
+  // re-read.
+  store::Store& direct = Direct(Clock::Real());
+  ASSERT_TRUE(direct.SetConfig(kJobsPollIntervalKey, "250").ok());
+  ASSERT_TRUE(direct.SetConfig(kJobsDefaultTimeoutKey, R"({"value": 42000})").ok());
+  EXPECT_TRUE(Eventually([&] { return q.poll_interval() == 250ms && q.default_timeout() == 42000ms; }, 15s));
+  ASSERT_TRUE(q.SetConfig(kJobsPollIntervalKey, "\"fast\"").ok());  // not a number: ignored with a warning
+  EXPECT_TRUE(Eventually([&] { return q.poll_interval() == 1000ms; }, 15s));
+  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "Ignoring config jobs.poll_interval_ms"));
+}
+
+TEST_P(JobQueueTest, ShutdownLetsRunningJobsFinishAndRecordsThem) {
+  auto options = Options(&Clock::Real());
+  options.shutdown_grace = 30s;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 gate_.Wait(ctx.stop_token);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 3).ok());
+  ASSERT_TRUE(q.Start().ok());
+  std::vector<JobSpec> specs(3, Spec("work"));
+  auto ids = q.EnqueueMany(specs);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(calls_.WaitFor(3));
+  std::thread stopper([&] { q.Shutdown(); });
+  gate_.Open();
+  stopper.join();
+  store::Store& direct = Direct(Clock::Real());
+  for (const auto& r : *ids) {
+    auto row = direct.GetJob(r.id);
+    ASSERT_TRUE(row.ok());
+    EXPECT_EQ(row->status, store::JobStatus::kSuccess) << r.id;
+  }
+  EXPECT_EQ(q.AddWorkers("other", 1).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(JobQueueTest, ShutdownStopsJobsThatOutliveTheGraceAndRequeuesThem) {
+  auto options = Options(&Clock::Real());
+  options.shutdown_grace = 50ms;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("stubborn", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 Gate never;
+                 never.Wait(ctx.stop_token);
+                 return JobResult::Fail("stopped");
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  auto id = q.Enqueue(Spec("stubborn"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  q.Shutdown();
+  store::Store& direct = Direct(Clock::Real());
+  auto row = direct.GetJob(id->id);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->status, store::JobStatus::kFailed);  // due again at once, for the next node
+  EXPECT_EQ(row->last_error, "Interrupted by shutdown");
+}
+
+TEST_P(JobQueueTest, InvalidInputIsRefusedBeforeAnyWrite) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  EXPECT_EQ(q.Enqueue(Spec("")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.Enqueue(Spec("k", "[1,")).status().code(), StatusCode::kInvalidArgument);
+  JobSpec negative = Spec("k");
+  negative.max_retries = -1;
+  EXPECT_EQ(q.Enqueue(negative).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.AddWorkers("q", 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.AddWorkers("", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.RegisterHandler("", [](const JobContext&) { return JobResult::Done(); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.ListJobs({.status = std::nullopt, .queue = std::nullopt, .kind = std::nullopt, .limit = 0})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  auto all = q.ListJobs({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+  EXPECT_EQ(q.GetJob("nope").status().code(), StatusCode::kNotFound);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobQueueTest, ::testing::ValuesIn(store::testing::AllBackends()),
+                         BackendName);
+
+}  // namespace
+}  // namespace octop::job_testing
