@@ -287,6 +287,16 @@ Status ApiServer::Start() {
     }
     send_error(res, NotFoundError("Not found: " + req.method + " " + req.target), req.method, req.target);
   };
+  // httplib answers 400 to a POST with neither Content-Length nor chunked encoding (what `curl -X POST url`
+  // sends); Express accepts it as an empty body, so such requests are dispatched before httplib reads a body.
+  server.set_pre_routing_handler([dispatch](const httplib::Request& req, httplib::Response& res) {
+    const bool has_body_framing = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+    if (has_body_framing || (req.method != "POST" && req.method != "PUT" && req.method != "PATCH")) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    dispatch(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server.Get(".*", dispatch);
   server.Post(".*", dispatch);
   server.Put(".*", dispatch);

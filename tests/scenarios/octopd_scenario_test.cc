@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <regex>
 #include <thread>
@@ -126,7 +127,7 @@ class OctopdScenario : public ::testing::Test {
   }
 
   // Writes the config and starts octopd on an ephemeral port; returns the port.
-  int Start(const std::string& extra_http = "") {
+  int Start(const std::string& extra_http = "", const std::string& extra_tasks = "") {
     const std::string marker = (dir_ / "marker").string();
     std::ofstream(dir_ / "octop.yaml")
         << "database: sqlite:" << (dir_ / "data").string() << "\n"
@@ -157,7 +158,8 @@ class OctopdScenario : public ::testing::Test {
            "      - id: every-hour\n"
            "        schedule: { frequency: { hours: 1 }, timeout: 1m, initialDelay: 1h,"
            " scope: local }\n"
-           "        command: ['true']\n";
+           "        command: ['true']\n"
+        << extra_tasks;
     daemon_ = std::make_unique<Child>(
         std::vector<std::string>{OCTOPD_PATH, "--config", (dir_ / "octop.yaml").string()});
     auto port = daemon_->WaitForOutput("ready on port ([0-9]+)");
@@ -332,6 +334,65 @@ TEST_F(OctopdScenario, EncodedSlashInIdReachesTheTask) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_TRUE(WaitForFile(dir_ / "marker.ab")) << daemon_->output();
+}
+
+TEST_F(OctopdScenario, BarePostWithoutBodyIsAccepted) {
+  // `curl -X POST url` sends neither Content-Length nor a body; Backstage (Express) accepts that.
+  ASSERT_GT(Start(), 0);
+  Child curl({"/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+              "http://127.0.0.1:" + std::to_string(port_) + TasksPath() + "/manual-marker/trigger"});
+  ASSERT_EQ(curl.Wait(30s), 0) << curl.output();
+  EXPECT_EQ(curl.output(), "200");
+  EXPECT_TRUE(WaitForFile(dir_ / "marker")) << daemon_->output();
+}
+
+TEST_F(OctopdScenario, WebhookTasksCallTheirUrlAndFailOnNon2xx) {
+  httplib::Server hook;
+  std::mutex mu;
+  std::vector<Json> received;
+  hook.Post("/ok", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(mu);
+    received.push_back(Json::parse(req.body, nullptr, false));
+    received.back()["auth"] = req.get_header_value("X-Key");
+    res.status = 204;
+  });
+  hook.Post("/down", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content("maintenance", "text/plain");
+  });
+  const int hook_port = hook.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(hook_port, 0);
+  std::thread hook_thread([&] { hook.listen_after_bind(); });
+  const std::string base = "http://127.0.0.1:" + std::to_string(hook_port);
+  ASSERT_GT(Start("",
+                  "      - id: hook-ok\n"
+                  "        schedule: { frequency: { trigger: manual }, timeout: 10s }\n"
+                  "        webhook: { url: '" +
+                      base +
+                      "/ok', headers: { X-Key: k1 } }\n"
+                      "      - id: hook-down\n"
+                      "        schedule: { frequency: { trigger: manual }, timeout: 10s }\n"
+                      "        webhook: { url: '" +
+                      base + "/down' }\n"),
+            0);
+  ASSERT_EQ(Client().Post(TasksPath() + "/hook-ok/trigger")->status, 200);
+  ASSERT_EQ(Client().Post(TasksPath() + "/hook-down/trigger")->status, 200);
+  EXPECT_TRUE(
+      WaitForTask("hook-ok", [](const Json& t) { return t["taskState"].contains("lastRunEndedAt"); }));
+  ASSERT_TRUE(
+      WaitForTask("hook-down", [](const Json& t) { return t["taskState"].contains("lastRunError"); }));
+  EXPECT_FALSE(TaskNamed("hook-ok")["taskState"].contains("lastRunError"));
+  Json error = Json::parse(TaskNamed("hook-down")["taskState"]["lastRunError"].get<std::string>());
+  EXPECT_EQ(error["message"], "webhook " + base + "/down answered 503: maintenance");
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(received.size(), 1u);
+    EXPECT_EQ(received[0]["pluginId"], "demo");
+    EXPECT_EQ(received[0]["taskId"], "hook-ok");
+    EXPECT_EQ(received[0]["auth"], "k1");
+  }
+  hook.stop();
+  hook_thread.join();
 }
 
 TEST_F(OctopdScenario, BearerTokenGuardsPostsOnly) {
