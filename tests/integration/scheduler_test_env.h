@@ -28,6 +28,7 @@ namespace octop::runtime_testing {
 struct StoreFaults {
   std::atomic<bool> down{false};            // every call fails with kUnavailable (a database outage)
   std::atomic<bool> newer_settings{false};  // polls report settings of a version this build cannot parse
+  std::atomic<long> statements{0};          // calls that reach the database (every method but Listen)
 };
 
 // Forwards to a real store, with the faults the test switches on.
@@ -81,7 +82,10 @@ class FlakyStore final : public store::Store {
   static int polls() { return polls_.load(); }
 
  private:
-  bool Down() const { return faults_->down.load(); }
+  bool Down() const {
+    faults_->statements++;
+    return faults_->down.load();
+  }
   static Status Outage() { return UnavailableError("simulated database outage"); }
   std::unique_ptr<store::Store> inner_;
   std::shared_ptr<StoreFaults> faults_;
