@@ -1,5 +1,5 @@
-// octop: the command line for a running octopd (tasks, trigger, cancel) and for the database (migrate,
-// doctor).
+// octop: the command line for a running octopd (tasks, trigger, cancel; jobs enqueue|list|summary|retry|
+// cancel) and for the database (migrate, doctor).
 //
 // Exit codes: 0 success; 1 the server or database refused the operation (404, 409, 4xx; a failed check);
 // 2 a usage error; 3 octopd or the database cannot be reached.
@@ -56,14 +56,15 @@ struct HttpAnswer {
 };
 
 // Calls octopd; exits with kExitUnreachable when it does not answer.
-HttpAnswer Call(const Globals& g, const std::string& method, const std::string& path) {
+HttpAnswer Call(const Globals& g, const std::string& method, const std::string& path,
+                const std::string& body = "") {
   httplib::Client client(g.url);
   client.set_connection_timeout(5, 0);
   client.set_read_timeout(30, 0);
   httplib::Headers headers;
   if (g.token) headers.emplace("Authorization", "Bearer " + *g.token);
   httplib::Result r =
-      method == "POST" ? client.Post(path, headers, "", "application/json") : client.Get(path, headers);
+      method == "POST" ? client.Post(path, headers, body, "application/json") : client.Get(path, headers);
   if (!r) {
     std::cerr << "octop: cannot reach octopd at " << g.url << ": " << httplib::to_string(r.error()) << "\n";
     std::exit(kExitUnreachable);
@@ -160,6 +161,135 @@ int Act(const Globals& g, const std::string& action, const std::string& plugin, 
               << "\n";
   } else {
     std::cout << (action == "trigger" ? "triggered " : "cancelled ") << plugin << "/" << id << "\n";
+  }
+  return 0;
+}
+
+// ---- octop jobs
+// ---------------------------------------------------------------------------------------------
+
+struct JobArgs {
+  std::string kind;
+  std::string payload = "{}";
+  std::optional<std::string> queue;
+  std::optional<int> priority;
+  std::optional<std::string> at;
+  std::optional<std::string> unique_key;
+  std::optional<int> max_retries;
+  std::optional<std::string> status;
+  std::optional<std::string> filter_kind;
+  int limit = 50;
+  std::string id;
+};
+
+std::string ErrorMessageOf(const Json& job) {
+  std::string error = Cell(job, "lastError");
+  for (char& c : error) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return error.size() > 60 ? error.substr(0, 57) + "..." : error;
+}
+
+int JobsEnqueue(const Globals& g, const JobArgs& a) {
+  std::string text = a.payload;
+  if (text == "-") {
+    std::ostringstream in;
+    in << std::cin.rdbuf();
+    text = in.str();
+  }
+  Json payload = Json::parse(text, nullptr, false);
+  if (payload.is_discarded()) {
+    std::cerr << "octop: --payload is not valid JSON: " << text.substr(0, 200) << "\n";
+    return kExitUsage;
+  }
+  Json body{{"kind", a.kind}, {"payload", payload}};
+  if (a.queue) body["queue"] = *a.queue;
+  if (a.priority) body["priority"] = *a.priority;
+  if (a.at) body["scheduledAt"] = *a.at;
+  if (a.unique_key) body["uniqueKey"] = *a.unique_key;
+  if (a.max_retries) body["maxRetries"] = *a.max_retries;
+  HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs", body.dump());
+  if (r.status != 200 && r.status != 201) return Refused(r);
+  const Json answer = Json::parse(r.body, nullptr, false);
+  if (g.json) {
+    std::cout << answer.dump() << "\n";
+  } else {
+    std::cout << (answer.value("existing", false) ? "existing " : "enqueued ") << answer.value("id", "")
+              << "\n";
+  }
+  return 0;
+}
+
+int JobsList(const Globals& g, const JobArgs& a) {
+  std::string path = "/api/octop/v1/jobs?limit=" + std::to_string(a.limit);
+  if (a.status) path += "&status=" + EncodeSegment(*a.status);
+  if (a.queue) path += "&queue=" + EncodeSegment(*a.queue);
+  if (a.filter_kind) path += "&kind=" + EncodeSegment(*a.filter_kind);
+  HttpAnswer r = Call(g, "GET", path);
+  if (r.status != 200) return Refused(r);
+  const Json body = Json::parse(r.body);
+  if (g.json) {
+    std::cout << body.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"ID", "QUEUE", "KIND", "STATUS", "ATTEMPT", "SCHEDULED", "COMPLETED", "LAST ERROR"}};
+  for (const Json& j : body["jobs"]) {
+    rows.push_back({Cell(j, "id"), Cell(j, "queue"), Cell(j, "kind"), Cell(j, "status"),
+                    Cell(j, "attempt") + "/" + std::to_string(j.value("maxRetries", 0) + 1),
+                    Cell(j, "scheduledAt"), Cell(j, "completedAt"), ErrorMessageOf(j)});
+  }
+  PrintTable(rows);
+  return 0;
+}
+
+int JobsSummary(const Globals& g) {
+  HttpAnswer r = Call(g, "GET", "/api/octop/v1/jobs/summary");
+  if (r.status != 200) return Refused(r);
+  const Json body = Json::parse(r.body);
+  if (g.json) {
+    std::cout << body.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows{
+      {"QUEUE", "STATUS", "COUNT", "OLDEST SCHEDULED", "AVG DELAY (s)"}};
+  for (const Json& c : body["counts"]) {
+    std::string delay = "-";
+    if (c.contains("averageDelaySeconds") && c["averageDelaySeconds"].is_number()) {
+      std::ostringstream out;
+      out << std::fixed << std::setprecision(3) << c["averageDelaySeconds"].get<double>();
+      delay = out.str();
+    }
+    rows.push_back(
+        {Cell(c, "queue"), Cell(c, "status"), Cell(c, "count"), Cell(c, "oldestScheduledAt"), delay});
+  }
+  PrintTable(rows);
+  if (!body["pausedQueues"].empty()) {
+    std::cout << "\npaused queues:";
+    for (const auto& q : body["pausedQueues"]) std::cout << " " << q.get<std::string>();
+    std::cout << "\n";
+  }
+  if (!body["latestFailed"].empty()) {
+    std::cout << "\nlatest failed and frozen jobs:\n";
+    std::vector<std::vector<std::string>> failed{{"ID", "QUEUE", "KIND", "STATUS", "ATTEMPT", "LAST ERROR"}};
+    for (const Json& j : body["latestFailed"]) {
+      failed.push_back({Cell(j, "id"), Cell(j, "queue"), Cell(j, "kind"), Cell(j, "status"),
+                        Cell(j, "attempt"), ErrorMessageOf(j)});
+    }
+    PrintTable(failed);
+  }
+  return 0;
+}
+
+int JobsAct(const Globals& g, const std::string& action, const std::string& id) {
+  HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs/" + EncodeSegment(id) + "/" + action);
+  if (r.status != 200) return Refused(r);
+  const Json job = Json::parse(r.body, nullptr, false);
+  if (g.json) {
+    std::cout << job.dump() << "\n";
+  } else {
+    std::cout << (action == "retry" ? "retried " : "cancelled ") << id << " (now " << job.value("status", "?")
+              << ")\n";
   }
   return 0;
 }
@@ -283,6 +413,33 @@ int main(int argc, char** argv) {
   auto* doctor = app.add_subcommand("doctor", "check the database, schema versions and clock skew");
   doctor->add_option("--plugin", plugins, "plugin namespaces (default: the config's plugins)");
 
+  JobArgs job;
+  auto* jobs = app.add_subcommand("jobs", "the job queue of a running octopd");
+  jobs->require_subcommand(1);
+  auto* jobs_enqueue = jobs->add_subcommand("enqueue", "add a job");
+  jobs_enqueue->add_option("kind", job.kind, "job kind (the handler that runs it)")->required();
+  jobs_enqueue->add_option("--payload", job.payload, "payload JSON, or - to read it from stdin")
+      ->capture_default_str();
+  jobs_enqueue->add_option("--queue", job.queue, "queue (default: default)");
+  jobs_enqueue->add_option("--priority", job.priority, "lower runs first (default 0)");
+  jobs_enqueue->add_option("--at", job.at, "not before this ISO 8601 instant, e.g. 2026-01-01T09:00:00Z");
+  jobs_enqueue->add_option("--unique-key", job.unique_key, "at most one live job per key");
+  jobs_enqueue->add_option("--max-retries", job.max_retries, "retries after the first attempt (default 3)");
+  auto* jobs_list = jobs->add_subcommand("list", "list jobs, newest first");
+  jobs_list->add_option("--status", job.status, "pending, running, success, failed or frozen");
+  jobs_list->add_option("--queue", job.queue, "only this queue");
+  jobs_list->add_option("--kind", job.filter_kind, "only this kind");
+  jobs_list->add_option("--limit", job.limit, "at most this many (1..1000)")->capture_default_str();
+  auto* jobs_summary = jobs->add_subcommand("summary", "counts by queue and status, latest failures");
+  auto* jobs_retry = jobs->add_subcommand("retry", "run a failed or frozen job again now");
+  jobs_retry->add_option("id", job.id, "job id")->required();
+  auto* jobs_cancel = jobs->add_subcommand("cancel", "cancel a pending, failed or running job");
+  jobs_cancel->add_option("id", job.id, "job id")->required();
+
+  for (CLI::App* sub : {jobs_enqueue, jobs_list, jobs_summary, jobs_retry, jobs_cancel}) {
+    sub->add_flag("--json", g.json, "machine-readable output");
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -304,6 +461,11 @@ int main(int argc, char** argv) {
   if (*tasks) return Tasks(g, plugin);
   if (*trigger) return Act(g, "trigger", p, id);
   if (*cancel) return Act(g, "cancel", p, id);
+  if (*jobs_enqueue) return JobsEnqueue(g, job);
+  if (*jobs_list) return JobsList(g, job);
+  if (*jobs_summary) return JobsSummary(g);
+  if (*jobs_retry) return JobsAct(g, "retry", job.id);
+  if (*jobs_cancel) return JobsAct(g, "cancel", job.id);
   if (*migrate) return Migrate(g, plugins);
   if (*doctor) return Doctor(g, plugins);
   return kExitUsage;

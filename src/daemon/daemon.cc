@@ -1,5 +1,6 @@
 #include "daemon/daemon.h"
 
+#include <ctime>
 #include <stdexcept>
 
 #include <httplib.h>
@@ -8,6 +9,7 @@
 
 #include "daemon/command_runner.h"
 #include "http/api_server.h"
+#include "http/job_routes.h"
 #include "store/store.h"
 
 namespace octop::daemon {
@@ -67,7 +69,90 @@ TaskFunction WebhookFunction(const WebhookAction& action, std::string plugin_id,
   };
 }
 
+// EX_TEMPFAIL (sysexits.h): "try again later".
+constexpr int kExitTempFail = 75;
+
+JobHandler CommandJobHandler(const CommandAction& action, std::string kind) {
+  return [action, kind](const JobContext& job) -> JobResult {
+    CommandSpec spec{.argv = action.argv,
+                     .env = action.env,
+                     .working_dir = action.working_dir,
+                     .stdin_data = job.payload,
+                     .kill_grace = action.kill_grace};
+    spec.env["OCTOP_JOB_ID"] = job.id;
+    spec.env["OCTOP_JOB_KIND"] = job.kind;
+    spec.env["OCTOP_JOB_QUEUE"] = job.queue;
+    spec.env["OCTOP_JOB_ATTEMPT"] = std::to_string(job.attempt);
+    spec.env["OCTOP_JOB_MAX_RETRIES"] = std::to_string(job.max_retries);
+    const std::string prefix = "job " + kind + "/" + job.id;
+    Result<CommandOutcome> outcome =
+        RunCommand(spec, job.stop_token, [&prefix](Stream stream, std::string_view line) {
+          if (stream == Stream::kStdout) {
+            spdlog::info("[{}] {}", prefix, line);
+          } else {
+            spdlog::warn("[{}] {}", prefix, line);
+          }
+        });
+    if (!outcome.ok()) return JobResult::Fail(outcome.status().message());
+    if (outcome->succeeded()) return JobResult::Done();
+    if (!outcome->stopped && outcome->exit_code == kExitTempFail) {
+      return JobResult::Retry(std::nullopt, "command " + outcome->Describe());
+    }
+    return JobResult::Fail("command " + outcome->Describe());
+  };
+}
+
+// Retry-After: delta-seconds or an IMF-fixdate ("Wed, 21 Oct 2026 07:28:00 GMT"); nullopt when unreadable.
+std::optional<std::chrono::milliseconds> ParseRetryAfter(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  if (value.find_first_not_of("0123456789") == std::string::npos && value.size() < 10) {
+    return std::chrono::seconds(std::stol(value));
+  }
+  std::tm tm{};
+  const char* end = ::strptime(value.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  const WallTime at = std::chrono::system_clock::from_time_t(::timegm(&tm));
+  const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::Real().WallNow());
+  return std::max(delay, std::chrono::milliseconds(0));
+}
+
+JobHandler WebhookJobHandler(const WebhookAction& action, std::string kind) {
+  return [action, kind](const JobContext& job) -> JobResult {
+    auto [base, path] = SplitUrl(action.url);
+    httplib::Client client(base);
+    client.set_connection_timeout(10, 0);
+    client.set_read_timeout(3600, 0);  // the job's timeout ends the call through stop()
+    std::stop_callback on_stop(job.stop_token, [&client] { client.stop(); });
+    httplib::Headers headers(action.headers.begin(), action.headers.end());
+    headers.emplace("X-Octop-Job-Id", job.id);
+    headers.emplace("X-Octop-Job-Kind", job.kind);
+    headers.emplace("X-Octop-Job-Attempt", std::to_string(job.attempt));
+    httplib::Result result = action.method == "PUT"
+                                 ? client.Put(path, headers, job.payload, "application/json")
+                                 : client.Post(path, headers, job.payload, "application/json");
+    if (job.stop_token.stop_requested()) return JobResult::Fail("webhook " + action.url + " stopped");
+    if (!result) {
+      return JobResult::Fail("webhook " + action.url + " failed: " + httplib::to_string(result.error()));
+    }
+    if (result->status >= 200 && result->status <= 299) return JobResult::Done();
+    std::string message = "webhook " + action.url + " answered " + std::to_string(result->status);
+    const std::string snippet = result->body.substr(0, 512);
+    if (!snippet.empty()) message += ": " + snippet;
+    if (result->status == 429 || result->status == 503) {
+      return JobResult::Retry(ParseRetryAfter(result->get_header_value("Retry-After")), message);
+    }
+    return JobResult::Fail(message);
+  };
+}
+
 }  // namespace
+
+JobHandler MakeJobHandler(const ActionConfig& action, std::string kind) {
+  if (const auto* command = std::get_if<CommandAction>(&action)) {
+    return CommandJobHandler(*command, std::move(kind));
+  }
+  return WebhookJobHandler(std::get<WebhookAction>(action), std::move(kind));
+}
 
 TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config) {
   TaskScheduleDefinition def;
@@ -114,6 +199,33 @@ Status Daemon::Start() {
       }
     }
   }
+  JobQueueOptions job_options;
+  job_options.database_url = config_.database;
+  if (config_.node_id) job_options.worker_id = *config_.node_id;
+  auto jobs = JobQueue::Open(std::move(job_options));
+  if (!jobs.ok()) {
+    Stop();
+    return Status(jobs.status().code(), "job queue on " + config_.database + ": " + jobs.status().message());
+  }
+  jobs_ = std::move(jobs).value();
+  for (std::size_t i = 0; i < config_.job_handlers.size(); ++i) {
+    const JobHandlerConfig& h = config_.job_handlers[i];
+    JobHandlerOptions handler_options;
+    if (h.timeout)
+      handler_options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(h.timeout->ToChrono());
+    Status s = jobs_->RegisterHandler(h.kind, MakeJobHandler(h.action, h.kind), handler_options);
+    if (s.ok()) s = jobs_->AddWorkers(h.queue, h.concurrency);
+    if (!s.ok()) {
+      Stop();
+      return Status(s.code(),
+                    "jobs.handlers[" + std::to_string(i) + "] (kind '" + h.kind + "'): " + s.message());
+    }
+  }
+  if (Status s = jobs_->Start(); !s.ok()) {
+    Stop();
+    return s;
+  }
+
   http::ApiServerOptions http_options;
   http_options.host = config_.http.host;
   http_options.port = config_.http.port;
@@ -131,7 +243,9 @@ Status Daemon::Start() {
     auto now = probe_store->DatabaseNow();
     return now.ok() ? Status::Ok() : now.status();
   };
+  http_options.extra_registries.push_back(jobs_->metrics_registry());
   server_ = std::make_unique<http::ApiServer>(*scheduler_, std::move(http_options));
+  http::AddJobRoutes(*server_, *jobs_);
   if (Status s = server_->Start(); !s.ok()) {
     Stop();
     return s;
@@ -143,8 +257,10 @@ Status Daemon::Start() {
 
 void Daemon::Stop() {
   if (server_) server_->Stop();
+  if (jobs_) jobs_->Shutdown();
   if (scheduler_) scheduler_->Shutdown();
   server_.reset();
+  jobs_.reset();
   scheduler_.reset();
 }
 

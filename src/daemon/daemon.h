@@ -1,9 +1,11 @@
 // Daemon: everything octopd runs, built from a DaemonConfig -- the Scheduler with every configured task bound
-// to its action (a command or a webhook), and the ApiServer in front of it.
+// to its action (a command or a webhook), the JobQueue with every configured job handler (the same two action
+// forms, per job kind), and the ApiServer in front of both.
 //
 // Lifecycle: Start() opens the database, registers the tasks and starts listening; Stop() drains: the HTTP
-// server stops accepting, every running task gets its stop request (commands get SIGTERM, then SIGKILL after
-// their grace), global runs are released, threads are joined. A failure in Start() leaves nothing running.
+// server stops accepting, running jobs get the queue's shutdown grace, every running task gets its stop
+// request (commands get SIGTERM, then SIGKILL after their grace), global runs are released, threads are
+// joined. A failure in Start() leaves nothing running.
 //
 // Thread-safety: Start and Stop from one thread (octopd's main thread).
 #ifndef OCTOP_DAEMON_DAEMON_H_
@@ -12,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include <octop/queue.h>
 #include <octop/scheduler.h>
 #include <octop/status.h>
 
@@ -31,6 +34,17 @@ TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config);
 // non-zero exit, a non-2xx answer or no answer is a failed run whose error says why.
 TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id);
 
+// The job handler that runs `action` for jobs of `kind`.
+//   command: the payload JSON on stdin; OCTOP_JOB_ID, OCTOP_JOB_KIND, OCTOP_JOB_QUEUE, OCTOP_JOB_ATTEMPT and
+//            OCTOP_JOB_MAX_RETRIES in the environment. Exit 0 = Done; exit 75 (EX_TEMPFAIL) = Retry after the
+//            backoff; any other exit, a signal or a stop (timeout, shutdown) = Fail with the exit status and
+//            the tail of stderr as the error.
+//   webhook: the payload JSON as the body (headers X-Octop-Job-Id/-Kind/-Attempt added). 2xx = Done; 429 or
+//   503
+//            = Retry, after Retry-After (seconds or an HTTP date) when given; anything else or no answer =
+//            Fail.
+JobHandler MakeJobHandler(const ActionConfig& action, std::string kind);
+
 class Daemon {
  public:
   // `web_root`: a directory of static files (the dashboard) served at /; empty serves none.
@@ -44,11 +58,13 @@ class Daemon {
 
   int http_port() const;
   Scheduler& scheduler() { return *scheduler_; }
+  JobQueue& jobs() { return *jobs_; }
 
  private:
   DaemonConfig config_;
   std::string web_root_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<JobQueue> jobs_;
   std::unique_ptr<http::ApiServer> server_;
 };
 

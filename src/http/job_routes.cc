@@ -136,7 +136,8 @@ std::optional<WallTime> ParseIsoInstant(std::string_view s) {
   if (pos != s.size()) return std::nullopt;
   const date::year_month_day ymd{date::year(year), date::month(static_cast<unsigned>(month)),
                                  date::day(static_cast<unsigned>(day))};
-  if (!ymd.ok() || hour > 23 || minute > 59 || second > 60) return std::nullopt;
+  // WallTime counts nanoseconds in 64 bits: years beyond 2262 do not fit, so the accepted range is bounded.
+  if (!ymd.ok() || year < 1970 || year > 2200 || hour > 23 || minute > 59 || second > 60) return std::nullopt;
   const auto tp = date::sys_days(ymd) + std::chrono::hours(hour) + std::chrono::minutes(minute) +
                   std::chrono::seconds(second) - offset;
   return std::chrono::time_point_cast<WallTime::duration>(tp) +
@@ -191,8 +192,8 @@ Result<JobSpec> JobSpecFromJson(std::string_view text) {
     std::optional<WallTime> at = it->is_string() ? ParseIsoInstant(it->get<std::string>()) : std::nullopt;
     if (!at) {
       return InvalidArgumentError(
-          "'scheduledAt' must be an ISO 8601 instant with 'Z' or an offset, e.g. "
-          "2026-01-01T00:00:00Z, got " +
+          "'scheduledAt' must be an ISO 8601 instant with 'Z' or an offset between the years 1970 and 2200, "
+          "e.g. 2026-01-01T00:00:00Z, got " +
           Dump(*it));
     }
     spec.scheduled_at = *at;

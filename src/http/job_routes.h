@@ -37,7 +37,8 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue);
 
 // "2026-01-01T00:00:00.000Z".
 std::string FormatUtcIso(WallTime t);
-// An ISO 8601 instant: date, 'T', time with optional fraction, then 'Z' or +hh:mm / +hhmm / +hh.
+// An ISO 8601 instant: date, 'T', time with optional fraction, then 'Z' or +hh:mm / +hhmm / +hh; years
+// 1970..2200 (what WallTime can hold, with margin).
 std::optional<WallTime> ParseIsoInstant(std::string_view text);
 
 // The JSON of one job (payload as a JSON value, not a string).

@@ -52,7 +52,8 @@ TEST(IsoInstant, ParsesOffsetsAndFractions) {
   EXPECT_EQ(http::FormatUtcIso(epoch_2026 + 250ms), "2026-01-01T00:00:00.250Z");
   for (const char* bad :
        {"", "2026-01-01", "2026-01-01T00:00:00", "2026-02-30T00:00:00Z", "2026-01-01T25:00:00Z",
-        "2026-01-01T00:00:00+25:00", "2026-01-01T00:00:00Zjunk", "tomorrow", "2026-01-01T00:00:00.Z"}) {
+        "2026-01-01T00:00:00+25:00", "2026-01-01T00:00:00Zjunk", "tomorrow", "2026-01-01T00:00:00.Z",
+        "2999-01-01T00:00:00Z", "1969-12-31T23:59:59Z"}) {
     EXPECT_FALSE(ParseIsoInstant(bad).has_value()) << bad;
   }
 }

@@ -1,0 +1,390 @@
+// Scenario tests of the job queue: the real octopd binary (SQLite directory of its own, ephemeral port) with
+// command job handlers from its YAML config, driven over HTTP and through the real octop CLI. Every wait is
+// on a condition with a deadline.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;  // NOLINT: POSIX
+
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// A child process whose stdout and stderr are read into one buffer; `input` is written to its stdin.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> argv, const std::string& input = "") {
+    int out[2];
+    int in[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ), 0) << argv[0];
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(in[0]);
+    if (!input.empty()) {
+      EXPECT_EQ(::write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
+    }
+    ::close(in[1]);
+    fd_ = out[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      Wait(10s);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  std::optional<std::string> WaitForOutput(const std::string& pattern,
+                                           std::chrono::milliseconds timeout = 30s) {
+    const std::regex re(pattern);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      std::smatch m;
+      if (std::regex_search(output_, m, re)) return m.size() > 1 ? m[1].str() : std::string();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !ReadSome(left)) return std::nullopt;
+    }
+  }
+
+  std::optional<int> Wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        while (ReadSome(0ms)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ReadSome(20ms);  // drains output while waiting, so the child never blocks on a full pipe
+    }
+    return std::nullopt;
+  }
+
+  const std::string& output() const { return output_; }
+
+ private:
+  bool ReadSome(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char buf[4096];
+    ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    output_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool exited_ = false;
+  std::string output_;
+};
+
+// Re-checks `condition` until it holds or the deadline passes.
+bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 30s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);  // re-check cadence of an HTTP poll, not a wait for an event
+  }
+  return true;
+}
+
+class OctopdJobsScenario : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("octopd-jobs-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+    const std::string d = dir_.string();
+    std::ofstream(dir_ / "octop.yaml")
+        << "database: sqlite:" << d << "/data\n"
+        << "http:\n  listen: 127.0.0.1:0\n"
+        << "jobs:\n"
+           "  handlers:\n"
+           "    - kind: mark\n"
+           "      concurrency: 2\n"
+           "      timeout: 30s\n"
+           "      command: [sh, -c, 'cat > "
+        << d << "/marker.$OCTOP_JOB_ID.tmp && mv " << d << "/marker.$OCTOP_JOB_ID.tmp " << d
+        << "/marker.$OCTOP_JOB_ID; echo attempt $OCTOP_JOB_ATTEMPT of $OCTOP_JOB_KIND']\n"
+           "    - kind: broken\n"
+           "      queue: fragile\n"
+           "      command: [sh, -c, 'echo \"disk full on attempt $OCTOP_JOB_ATTEMPT\" >&2; exit 3']\n"
+           "    - kind: later\n"
+           "      command: [sh, -c, 'test \"$OCTOP_JOB_ATTEMPT\" = 1 && exit 75; touch "
+        << d << "/later.done']\n";
+    daemon_ = std::make_unique<Child>(
+        std::vector<std::string>{OCTOPD_PATH, "--config", (dir_ / "octop.yaml").string()});
+    auto port = daemon_->WaitForOutput("ready on port ([0-9]+)");
+    ASSERT_TRUE(port.has_value()) << daemon_->output();
+    port_ = std::stoi(*port);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  httplib::Client Client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // POST /api/octop/v1/jobs; returns (status, body).
+  std::pair<int, Json> Post(const std::string& path, const std::string& body = "") {
+    auto r = Client().Post(path, body, "application/json");
+    if (!r) return {0, Json()};
+    return {r->status, Json::parse(r->body, nullptr, false)};
+  }
+  Json GetJson(const std::string& path) {
+    auto r = Client().Get(path);
+    if (!r || r->status != 200) return Json();
+    return Json::parse(r->body, nullptr, false);
+  }
+  bool WaitForStatus(const std::string& id, const std::string& status,
+                     std::chrono::milliseconds timeout = 30s) {
+    return Eventually([&] { return GetJson("/api/octop/v1/jobs/" + id).value("status", "") == status; },
+                      timeout);
+  }
+
+  // Runs the octop CLI against this daemon; returns (exit code, output).
+  std::pair<int, std::string> Cli(std::vector<std::string> args, const std::string& input = "") {
+    std::vector<std::string> argv{OCTOP_PATH, "--url", Url()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child cli(argv, input);
+    auto code = cli.Wait(30s);
+    return {code.value_or(-1), cli.output()};
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Child> daemon_;
+  int port_ = 0;
+};
+
+TEST_F(OctopdJobsScenario, APostedJobRunsItsCommandWithThePayloadOnStdin) {
+  auto [status, body] =
+      Post("/api/octop/v1/jobs", R"({"kind":"mark","payload":{"hello":"world","n":[1,2]}})");
+  ASSERT_EQ(status, 201) << body.dump();
+  EXPECT_EQ(body["existing"], false);
+  const std::string id = body["id"];
+  EXPECT_TRUE(
+      std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")))
+      << id;
+
+  const fs::path marker = dir_ / ("marker." + id);
+  ASSERT_TRUE(Eventually([&] { return fs::exists(marker); })) << daemon_->output();
+  std::ifstream in(marker);
+  std::stringstream content;
+  content << in.rdbuf();
+  EXPECT_EQ(Json::parse(content.str()), Json::parse(R"({"hello":"world","n":[1,2]})"));
+  ASSERT_TRUE(WaitForStatus(id, "success")) << daemon_->output();
+  Json job = GetJson("/api/octop/v1/jobs/" + id);
+  EXPECT_EQ(job["kind"], "mark");
+  EXPECT_EQ(job["queue"], "default");
+  EXPECT_EQ(job["attempt"], 1);
+  EXPECT_EQ(job["maxRetries"], 3);
+  EXPECT_TRUE(job["lastError"].is_null());
+  EXPECT_TRUE(std::regex_match(job["completedAt"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+      << job["completedAt"];
+  EXPECT_TRUE(daemon_->WaitForOutput("attempt 1 of mark", 10s).has_value()) << daemon_->output();
+
+  auto metrics = Client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("octop_jobs_completed_total"), std::string::npos);
+  EXPECT_NE(metrics->body.find("result=\"success\""), std::string::npos) << metrics->body;
+}
+
+TEST_F(OctopdJobsScenario, AFailingHandlerEndsFrozenAfterItsRetriesWithItsError) {
+  auto [status, body] = Post("/api/octop/v1/jobs", R"({"kind":"broken","queue":"fragile","maxRetries":2})");
+  ASSERT_EQ(status, 201) << body.dump();
+  const std::string id = body["id"];
+  // Backoff 1 s then 2 s (+-20 % jitter): frozen within seconds.
+  ASSERT_TRUE(WaitForStatus(id, "frozen", 60s)) << daemon_->output();
+  Json job = GetJson("/api/octop/v1/jobs/" + id);
+  EXPECT_EQ(job["attempt"], 3);
+  EXPECT_EQ(job["lastError"], "command exited with status 3: disk full on attempt 3");
+
+  Json summary = GetJson("/api/octop/v1/jobs/summary");
+  bool counted = false;
+  for (const Json& c : summary["counts"]) {
+    counted = counted || (c["queue"] == "fragile" && c["status"] == "frozen" && c["count"] == 1);
+  }
+  EXPECT_TRUE(counted) << summary.dump();
+  ASSERT_FALSE(summary["latestFailed"].empty());
+  EXPECT_EQ(summary["latestFailed"][0]["id"], id);
+
+  // A manual retry gives it exactly one more attempt.
+  auto [retried, after] = Post("/api/octop/v1/jobs/" + id + "/retry");
+  ASSERT_EQ(retried, 200) << after.dump();
+  ASSERT_TRUE(Eventually([&] {
+    Json j = GetJson("/api/octop/v1/jobs/" + id);
+    return j.value("status", "") == "frozen" && j.value("attempt", 0) == 4;
+  })) << daemon_->output();
+  EXPECT_EQ(GetJson("/api/octop/v1/jobs/" + id)["lastError"],
+            "command exited with status 3: disk full on attempt 4");
+}
+
+TEST_F(OctopdJobsScenario, ExitCode75IsARetry) {
+  auto [status, body] = Post("/api/octop/v1/jobs", R"({"kind":"later"})");
+  ASSERT_EQ(status, 201);
+  const std::string id = body["id"];
+  ASSERT_TRUE(WaitForStatus(id, "success", 60s)) << daemon_->output();
+  EXPECT_EQ(GetJson("/api/octop/v1/jobs/" + id)["attempt"], 2);
+  EXPECT_TRUE(fs::exists(dir_ / "later.done"));
+}
+
+TEST_F(OctopdJobsScenario, UniqueKeysPauseResumeAndCancel) {
+  // No handler for "nobody": its jobs stay pending, so the unique key stays taken.
+  auto [s1, first] = Post("/api/octop/v1/jobs", R"({"kind":"nobody","uniqueKey":"only-one"})");
+  auto [s2, second] = Post("/api/octop/v1/jobs", R"({"kind":"nobody","uniqueKey":"only-one"})");
+  ASSERT_EQ(s1, 201);
+  ASSERT_EQ(s2, 200);
+  EXPECT_EQ(second["existing"], true);
+  EXPECT_EQ(second["id"], first["id"]);
+
+  auto [cancelled, job] = Post("/api/octop/v1/jobs/" + first["id"].get<std::string>() + "/cancel");
+  ASSERT_EQ(cancelled, 200) << job.dump();
+  EXPECT_EQ(job["status"], "frozen");
+  EXPECT_EQ(job["lastError"], "Job was cancelled");
+  auto [again, conflict] = Post("/api/octop/v1/jobs/" + first["id"].get<std::string>() + "/cancel");
+  EXPECT_EQ(again, 409);
+  EXPECT_EQ(conflict["error"]["name"], "ConflictError");
+  EXPECT_EQ(conflict["response"]["statusCode"], 409);
+
+  auto [paused, p] = Post("/api/octop/v1/queues/default/pause");
+  ASSERT_EQ(paused, 200);
+  EXPECT_EQ(p, Json::parse(R"({"queue":"default","paused":true})"));
+  EXPECT_EQ(GetJson("/api/octop/v1/jobs/summary")["pausedQueues"], Json::parse(R"(["default"])"));
+  auto [s3, waiting] = Post("/api/octop/v1/jobs", R"({"kind":"mark"})");
+  ASSERT_EQ(s3, 201);
+  const std::string id = waiting["id"];
+  EXPECT_EQ(GetJson("/api/octop/v1/jobs/" + id)["status"], "pending");
+  ASSERT_EQ(Post("/api/octop/v1/queues/default/resume").first, 200);
+  ASSERT_TRUE(WaitForStatus(id, "success")) << daemon_->output();
+}
+
+TEST_F(OctopdJobsScenario, BadRequestsAreInputErrorsAndWriteNothing) {
+  struct Case {
+    std::string body;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"{not json", "Request body is not valid JSON"},
+           {R"({"payload":{}})", "'kind' is required"},
+           {R"({"kind":"mark","maxRetries":-2})", "'maxRetries' must be between 0 and 1000, got -2"},
+           {R"({"kind":"mark","scheduledAt":"next tuesday"})", "'scheduledAt' must be an ISO 8601 instant"},
+           {R"({"kind":"mark","scheduledAt":"2999-01-01T00:00:00Z"})", "between the years 1970 and 2200"},
+           {R"({"kind":"mark","priority":1.5})", "'priority' must be an integer"},
+           {R"({"kind":"mark","extra":1})", "Unknown field 'extra'"},
+       }) {
+    auto [status, body] = Post("/api/octop/v1/jobs", c.body);
+    EXPECT_EQ(status, 400) << c.body;
+    EXPECT_EQ(body["error"]["name"], "InputError") << c.body;
+    EXPECT_NE(body["error"]["message"].get<std::string>().find(c.message), std::string::npos)
+        << c.body << " -> " << body.dump();
+  }
+  EXPECT_TRUE(GetJson("/api/octop/v1/jobs")["jobs"].empty());
+
+  auto bad_status = Client().Get("/api/octop/v1/jobs?status=done");
+  ASSERT_TRUE(bad_status);
+  EXPECT_EQ(bad_status->status, 400);
+  auto bad_limit = Client().Get("/api/octop/v1/jobs?limit=0");
+  ASSERT_TRUE(bad_limit);
+  EXPECT_EQ(bad_limit->status, 400);
+  auto missing = Client().Get("/api/octop/v1/jobs/00000000-0000-4000-8000-000000000000");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(Json::parse(missing->body)["error"]["message"],
+            "Job 00000000-0000-4000-8000-000000000000 does not exist");
+  EXPECT_EQ(Post("/api/octop/v1/jobs/nope/retry").first, 404);
+
+  // A job scheduled for later is accepted and waits.
+  auto [status, later] =
+      Post("/api/octop/v1/jobs", R"({"kind":"mark","scheduledAt":"2200-01-01T00:00:00+02:00"})");
+  ASSERT_EQ(status, 201);
+  Json job = GetJson("/api/octop/v1/jobs/" + later["id"].get<std::string>());
+  EXPECT_EQ(job["scheduledAt"], "2199-12-31T22:00:00.000Z");
+  EXPECT_EQ(job["status"], "pending");
+}
+
+TEST_F(OctopdJobsScenario, TheCliEnqueuesListsSummarizesRetriesAndCancels) {
+  auto [code, out] = Cli({"jobs", "enqueue", "mark", "--payload", R"({"via":"cli"})"});
+  ASSERT_EQ(code, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("enqueued ([0-9a-f-]{36})"))) << out;
+  const std::string id = m[1];
+  ASSERT_TRUE(WaitForStatus(id, "success")) << daemon_->output();
+
+  auto [from_stdin, stdin_out] =
+      Cli({"--json", "jobs", "enqueue", "mark", "--payload", "-", "--priority", "5"}, R"({"via":"stdin"})");
+  ASSERT_EQ(from_stdin, 0) << stdin_out;
+  const Json enqueued = Json::parse(stdin_out, nullptr, false);
+  ASSERT_TRUE(enqueued.is_object()) << stdin_out;
+  ASSERT_TRUE(WaitForStatus(enqueued["id"], "success"));
+
+  auto [listed, list_out] = Cli({"--json", "jobs", "list", "--kind", "mark", "--status", "success"});
+  ASSERT_EQ(listed, 0) << list_out;
+  const Json list = Json::parse(list_out, nullptr, false);
+  ASSERT_TRUE(list.is_object()) << list_out;
+  ASSERT_EQ(list["jobs"].size(), 2u);
+  EXPECT_EQ(list["jobs"][0]["payload"], Json::parse(R"({"via":"stdin"})"));  // newest first
+  EXPECT_EQ(list["jobs"][0]["priority"], 5);
+  EXPECT_EQ(list["jobs"][1]["id"], id);
+
+  auto [table, table_out] = Cli({"jobs", "list"});
+  ASSERT_EQ(table, 0);
+  EXPECT_NE(table_out.find("STATUS"), std::string::npos);
+  EXPECT_NE(table_out.find(id), std::string::npos);
+
+  auto [summary, summary_out] = Cli({"jobs", "summary"});
+  ASSERT_EQ(summary, 0) << summary_out;
+  EXPECT_TRUE(std::regex_search(summary_out, std::regex(R"(default\s+success\s+2)"))) << summary_out;
+
+  auto [waiting_code, waiting_out] = Cli({"jobs", "enqueue", "nobody", "--at", "2200-01-01T00:00:00Z"});
+  ASSERT_EQ(waiting_code, 0) << waiting_out;
+  ASSERT_TRUE(std::regex_search(waiting_out, m, std::regex("enqueued ([0-9a-f-]{36})")));
+  auto [cancel_code, cancel_out] = Cli({"jobs", "cancel", m[1]});
+  EXPECT_EQ(cancel_code, 0) << cancel_out;
+  EXPECT_NE(cancel_out.find("now frozen"), std::string::npos) << cancel_out;
+  auto [retry_code, retry_out] = Cli({"jobs", "retry", id});  // success is final
+  EXPECT_EQ(retry_code, 1) << retry_out;
+  EXPECT_NE(retry_out.find("ConflictError"), std::string::npos) << retry_out;
+
+  EXPECT_EQ(Cli({"jobs", "enqueue", "mark", "--payload", "{broken"}).first, 2);
+  EXPECT_EQ(Cli({"jobs", "list", "--status", "weird"}).first, 1);
+  EXPECT_EQ(Cli({"jobs"}).first, 2);
+}
+
+}  // namespace
