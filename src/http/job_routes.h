@@ -1,9 +1,9 @@
 // The job queue's REST API on octopd's ApiServer (docs/api.md, "Job queue"):
 //
-//   POST /api/octop/v1/jobs                       enqueue {kind, payload?, queue?, priority?, scheduledAt?,
-//                                                 maxRetries?, uniqueKey?} -> 201 {id, existing:false}, or
-//                                                 200 {id, existing:true} when a pending/running job has the
-//                                                 key
+//   POST /api/octop/v1/jobs                       enqueue {kind, payload?, queue?, priority?,
+//                                                 scheduledAt?, maxRetries?, uniqueKey?} -> 201 {id,
+//                                                 existing:false}, or 200 {id, existing:true} when a live
+//                                                 job holds the unique key
 //   GET  /api/octop/v1/jobs?status=&queue=&kind=&limit=   {jobs:[...]}, newest first
 //   GET  /api/octop/v1/jobs/summary               {counts:[...], latestFailed:[...], pausedQueues:[...]}
 //   GET  /api/octop/v1/jobs/:id                   one job

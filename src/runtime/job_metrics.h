@@ -1,16 +1,13 @@
 // JobMetrics: the job queue's instruments in a prometheus-cpp registry.
 //
-//   octop_jobs_enqueued_total{queue,kind}               counter, +1 per job written (not for a unique-key
-//   hit) octop_jobs_completed_total{queue,kind,result}       counter, result =
-//   success|retry|failed|cancelled|fenced octop_jobs_duration_seconds{queue,kind}             histogram of
-//   handler run time octop_jobs_start_latency_seconds{queue}             histogram of start -
-//   max(scheduled_at, enqueue), on the
-//                                                       database's clock: how long a due job waited for a
-//                                                       worker
-//   octop_jobs_running{queue}                           gauge, handlers running on this node
-//   octop_jobs_rescued_total                            counter, expired runs put back by this node's rescuer
-//   octop_jobs_deleted_total                            counter, finished jobs removed by the retention
-//   cleanup
+//   octop_jobs_enqueued_total{queue,kind}          counter: jobs written (a unique-key hit is not counted)
+//   octop_jobs_completed_total{queue,kind,result}  counter: success|retry|failed|frozen|cancelled|fenced
+//   octop_jobs_duration_seconds{queue,kind}        histogram: handler run time
+//   octop_jobs_start_latency_seconds{queue}        histogram: start - max(scheduled_at, created_at) on the
+//                                                  database's clock (how long a due job waited for a worker)
+//   octop_jobs_running{queue}                      gauge: handlers running on this node
+//   octop_jobs_rescued_total                       counter: expired runs put back by this node's rescuer
+//   octop_jobs_deleted_total                       counter: finished jobs removed by the retention cleanup
 //
 // The per-label instruments are looked up once and cached, so the hot path costs one map lookup under a
 // mutex.

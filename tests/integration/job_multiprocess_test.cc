@@ -1,24 +1,14 @@
 // The job queue across processes: octop_job_worker nodes (tests/integration/job_worker_main.cc) on one
 // database.
 //
-//   NoJobLostOrRunTwice   2 processes x 8 workers drain 20,000 jobs (OCTOP_JOB_STRESS_JOBS overrides); every
-//   job
-//                         must succeed exactly once and no job may run concurrently with itself. On SQLite
-//                         the processes share the file through its write lock, with no cross-process
-//                         notifications: they find work by polling (jobs.poll_interval_ms = 20 here).
-//   RescueAfterSigkill    the node running a job is SIGKILLed; the survivor re-runs the job after its
-//   timeout.
+// NoJobLostOrRunTwice: 2 processes x 8 workers drain 20,000 jobs on PostgreSQL, 5,000 on SQLite
+// (OCTOP_JOB_STRESS_JOBS overrides); every job must succeed exactly once and no job may run concurrently with
+// itself. On SQLite the processes share the file through its write lock, with no cross-process notifications:
+// they find work by polling (jobs.poll_interval_ms = 20 here).
+// RescueAfterSigkill: the node running a job is SIGKILLed; the survivor re-runs the job after its timeout.
 //
 // Each run is appended by the worker to a log (start and end on CLOCK_MONOTONIC, comparable across
 // processes).
-#include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <random>
-#include <sstream>
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -195,7 +185,9 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
 };
 
 TEST_P(JobMultiProcessTest, NoJobLostOrRunTwice) {
-  long jobs = 20000;
+  // SQLite serialises every claim and completion of both processes on one write lock and wakes them only by
+  // polling: 20,000 jobs take about a minute in a Debug build there, so it drains a quarter of them.
+  long jobs = GetParam().name == "sqlite" ? 5000 : 20000;
   if (const char* n = std::getenv("OCTOP_JOB_STRESS_JOBS"); n != nullptr && *n != '\0') jobs = std::stol(n);
   WorkerProcess& a = Spawn("a", {"--concurrency", "8"});
   WorkerProcess& b = Spawn("b", {"--concurrency", "8"});
