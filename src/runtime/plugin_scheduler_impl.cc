@@ -139,7 +139,20 @@ Status PluginSchedulerImpl::TriggerTask(std::string_view id) {
 Status PluginSchedulerImpl::CancelTask(std::string_view id) {
   if (local_.Has(id)) return local_.Cancel(id);
   OCTOP_ASSIGN_OR_RETURN(store::Store * store, EnsureStore());
-  OCTOP_RETURN_IF_ERROR(store->CancelTask({std::string(id), SerializeErrorMessage("Task was cancelled")}));
+  store::CancelTaskParams cancel{std::string(id), SerializeErrorMessage("Task was cancelled"), std::nullopt};
+  // The cancelled run's next start, computed as a release would (as Backstage's cancel does): otherwise the
+  // stale next_run_start_at makes the task claimable at once and a cancelled manual task runs again.
+  OCTOP_ASSIGN_OR_RETURN(std::vector<store::TaskRow> rows,
+                         store->ListTasks({std::vector<std::string>{std::string(id)}}));
+  if (!rows.empty()) {
+    Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(rows.front().settings_json);
+    Result<TaskCadence> cadence = settings.ok() ? TaskCadence::FromSettings(*settings) : settings.status();
+    if (cadence.ok()) {
+      Result<store::TimeSpec> next = cadence->NextRunAfterRun(global_worker()->DatabaseNowEstimate());
+      if (next.ok()) cancel.next_run = *next;
+    }
+  }
+  OCTOP_RETURN_IF_ERROR(store->CancelTask(cancel));
   global_worker()->NoteCancelled(id);
   return Status::Ok();
 }

@@ -47,4 +47,18 @@ Result<WallTime> TaskCadence::NextCronAfter(WallTime after) const {
   return cron->Next(after, time_zone);
 }
 
+Result<store::TimeSpec> TaskCadence::NextRunAfterRun(WallTime db_now) const {
+  switch (kind) {
+    case CadenceKind::kManual:
+      return store::TimeSpec(store::NullTime{});
+    case CadenceKind::kDuration:
+      return store::TimeSpec(store::FixedRateAfter{period});
+    case CadenceKind::kCron: {
+      OCTOP_ASSIGN_OR_RETURN(WallTime next, NextCronAfter(db_now));
+      return store::TimeSpec(store::AbsoluteTime{next});
+    }
+  }
+  return store::TimeSpec(store::NullTime{});
+}
+
 }  // namespace octop::runtime

@@ -14,6 +14,8 @@
 #include <octop/status.h>
 #include <octop/task_settings.h>
 
+#include "store/store.h"
+
 namespace octop::runtime {
 
 struct TaskCadence {
@@ -31,6 +33,11 @@ struct TaskCadence {
   // kCron: the next occurrence strictly after `after` in the task's zone; nullopt if there is none (logged by
   // the caller).
   Result<WallTime> NextCronAfter(WallTime after) const;
+
+  // Where next_run_start_at goes when a run ends (release or cancel) at database time `db_now`: cron -> the
+  // next occurrence after it; duration -> a fixed rate after the planned start; manual -> NULL. A cron with
+  // no next occurrence gives its error (the caller logs it and stores NULL).
+  Result<store::TimeSpec> NextRunAfterRun(WallTime db_now) const;
 };
 
 }  // namespace octop::runtime
