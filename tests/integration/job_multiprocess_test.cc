@@ -9,6 +9,14 @@
 //
 // Each run is appended by the worker to a log (start and end on CLOCK_MONOTONIC, comparable across
 // processes).
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
