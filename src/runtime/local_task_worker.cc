@@ -43,9 +43,11 @@ void LocalTaskWorker::Schedule(const std::string& id, TaskSettingsV2 settings, T
     std::lock_guard lock(mu_);
     if (joined_) return;
     auto it = tasks_.find(id);
-    if (it == tasks_.end()) it = tasks_.emplace(id, std::make_unique<Task>()).first;
+    if (it == tasks_.end()) {
+      it = tasks_.emplace(id, std::make_unique<Task>()).first;
+      it->second->id = id;  // never written again: run threads read it without the lock
+    }
     Task& task = *it->second;
-    task.id = id;
     task.settings = std::move(settings);
     task.cadence = std::move(cadence);
     task.fn = std::move(fn);

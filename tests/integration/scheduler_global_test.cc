@@ -277,7 +277,7 @@ TEST_P(GlobalTaskTest, SwitchingFromManualToATimedCadenceStartsRunning) {
 }
 
 TEST_P(GlobalTaskTest, CanCancelARunningTask) {
-  PluginScheduler& plugin = Node();
+  PluginScheduler& plugin = Node(&logs_);
   Gate& gate = Make<Gate>();
   Gate& hold = Make<Gate>();  // keeps the cancelled run on this node until the row has been inspected
   CallCounter& calls = Make<CallCounter>();
@@ -302,12 +302,42 @@ TEST_P(GlobalTaskTest, CanCancelARunningTask) {
   EXPECT_EQ(row->last_run_ended_at, t0_);
   ASSERT_TRUE(row->last_run_error_json.has_value());
   EXPECT_NE(row->last_run_error_json->find("Task was cancelled"), std::string::npos);
-  EXPECT_EQ(row->next_run_start_at, t0_);  // not moved by the cancel
+  // Moved as a release would (fixed rate after the planned start), so the cancelled task is not due again at
+  // once.
+  EXPECT_EQ(row->next_run_start_at, t0_ + 1h);
   hold.Open();
-  // As in Backstage (spec §3.9), the cancelled task is due again at once: the next poll runs it.
-  ASSERT_TRUE(calls.WaitForCalls(2));
-  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  ASSERT_TRUE(
+      Eventually([&] { return logs_.Contains(LogLevel::kInfo, "was no longer owned by this node"); }));
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kIdle));
+  EXPECT_EQ(calls.calls(), 1);
   EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 1h);
+}
+
+TEST_P(GlobalTaskTest, ACancelledManualTaskDoesNotRunAgain) {
+  PluginScheduler& plugin = Node(&logs_);
+  Gate& gate = Make<Gate>();
+  CallCounter& calls = Make<CallCounter>();
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", ManualTrigger{},
+                                       [&](std::stop_token s) {
+                                         calls.Hit();
+                                         gate.Wait(s);
+                                       }))
+                  .ok());
+  ASSERT_TRUE(plugin.TriggerTask("task1").ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(plugin.CancelTask("task1").ok());
+  ASSERT_TRUE(gate.WaitUntilStopObserved());
+  ASSERT_TRUE(
+      Eventually([&] { return logs_.Contains(LogLevel::kInfo, "was no longer owned by this node"); }));
+  store::Store& db = Direct(clock_);
+  EXPECT_FALSE(Row(db, "task1")->next_run_start_at.has_value());
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(10s);  // two polls
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  ASSERT_TRUE(plugin.TriggerTask("task1").ok());  // only a trigger runs it again
+  ASSERT_TRUE(calls.WaitForCalls(2));
+  EXPECT_EQ(calls.calls(), 2);
 }
 
 TEST_P(GlobalTaskTest, CannotCancelANonExistentTask) {
@@ -546,6 +576,23 @@ TEST_P(GlobalTaskTest, ADatabaseOutageIsLoggedAndSurvived) {
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   clock_.Advance(1s);  // the retry after a failed poll
   ASSERT_TRUE(calls.WaitForCalls(2));
+}
+
+// ---- §11.6 wiring
+// ------------------------------------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
+  PluginScheduler& plugin = Node();
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, [](std::stop_token) {})).ok());
+  store::Store& db = Direct(clock_);
+  auto version = db.SchemaVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, store::kLatestSchemaVersion);
+  auto rows = db.ListTasks({});
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(rows->front().id, "task1");
+  EXPECT_EQ(rows->front().settings_json, R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
 }
 
 // ---- §11.4 janitor

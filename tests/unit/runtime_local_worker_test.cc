@@ -73,6 +73,16 @@ class LocalWorkerTest : public ::testing::Test {
     });
   }
 
+  // Objects task functions use must outlive the runs, which end only when the fixture shuts the scheduler
+  // down.
+  template <typename T, typename... Args>
+  T& Make(Args&&... args) {
+    auto object = std::make_shared<T>(std::forward<Args>(args)...);
+    kept_.push_back(object);
+    return *object;
+  }
+
+  std::vector<std::shared_ptr<void>> kept_;
   testing::FakeClock clock_;
   LogCapture logs_;
   std::atomic<int> store_opens_{0};
@@ -81,8 +91,8 @@ class LocalWorkerTest : public ::testing::Test {
 };
 
 TEST_F(LocalWorkerTest, RunsTheHappyPathWithIsoDurationAndHandlesCancellation) {
-  CallCounter calls;
-  CallCounter probe;
+  CallCounter& calls = Make<CallCounter>();
+  CallCounter& probe = Make<CallCounter>();
   std::stop_source signal;
   TaskDefinition task = Local("task1", Ms(200), [&](std::stop_token) { calls.Hit(); });
   task.initial_delay = Ms(200);
@@ -120,8 +130,8 @@ TEST_F(LocalWorkerTest, RunsTheHappyPathWithIsoDurationAndHandlesCancellation) {
 }
 
 TEST_F(LocalWorkerTest, RunsTheHappyPathWithACronExpressionAndHandlesCancellation) {
-  CallCounter calls;
-  CallCounter probe;
+  CallCounter& calls = Make<CallCounter>();
+  CallCounter& probe = Make<CallCounter>();
   std::stop_source signal;
   TaskDefinition task =
       Local("task1", CronFrequency{"* * * * * *", "UTC"}, [&](std::stop_token) { calls.Hit(); });
@@ -160,7 +170,7 @@ TEST_F(LocalWorkerTest, RunsTheHappyPathWithACronExpressionAndHandlesCancellatio
 }
 
 TEST_F(LocalWorkerTest, CanTriggerToAbortWait) {
-  CallCounter calls;
+  CallCounter& calls = Make<CallCounter>();
   ASSERT_TRUE(plugin_->ScheduleTask(Local("task1", Iso("PT1H"), [&](std::stop_token) { calls.Hit(); })).ok());
   ASSERT_TRUE(calls.WaitForCalls(1));  // local tasks run once at start
   ASSERT_TRUE(WaitIdle("task1"));
@@ -170,10 +180,10 @@ TEST_F(LocalWorkerTest, CanTriggerToAbortWait) {
 }
 
 TEST_F(LocalWorkerTest, GoesThroughTheExpectedStates) {
-  Gate gate1;
-  Gate gate2;
-  Gate gate3;
-  std::atomic<int> run{0};
+  Gate& gate1 = Make<Gate>();
+  Gate& gate2 = Make<Gate>();
+  Gate& gate3 = Make<Gate>();
+  auto& run = Make<std::atomic<int>>(0);
   TaskDefinition task = Local("task1", Iso("PT1H"), [&](std::stop_token stop) {
     const int n = ++run;
     if (n == 1) gate1.Wait(stop);
@@ -233,8 +243,8 @@ TEST_F(LocalWorkerTest, GoesThroughTheExpectedStates) {
 }
 
 TEST_F(LocalWorkerTest, ManualTaskWaitsUntilTriggered) {
-  CallCounter calls;
-  CallCounter probe;
+  CallCounter& calls = Make<CallCounter>();
+  CallCounter& probe = Make<CallCounter>();
   ASSERT_TRUE(
       plugin_->ScheduleTask(Local("manual", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
   ASSERT_TRUE(
@@ -263,7 +273,7 @@ TEST_F(LocalWorkerTest, ManualTaskWaitsUntilTriggered) {
 }
 
 TEST_F(LocalWorkerTest, SwitchingFromManualToATimedCadenceTakesEffect) {
-  CallCounter calls;
+  CallCounter& calls = Make<CallCounter>();
   ASSERT_TRUE(
       plugin_->ScheduleTask(Local("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
   ASSERT_TRUE(plugin_->ScheduleTask(Local("task1", Iso("PT1S"), [&](std::stop_token) { calls.Hit(); })).ok());
@@ -277,8 +287,8 @@ TEST_F(LocalWorkerTest, SwitchingFromManualToATimedCadenceTakesEffect) {
 }
 
 TEST_F(LocalWorkerTest, SwitchingFromATimedCadenceToManualStopsTheTimer) {
-  CallCounter calls;
-  CallCounter probe;
+  CallCounter& calls = Make<CallCounter>();
+  CallCounter& probe = Make<CallCounter>();
   ASSERT_TRUE(plugin_->ScheduleTask(Local("task1", Iso("PT1S"), [&](std::stop_token) { calls.Hit(); })).ok());
   ASSERT_TRUE(calls.WaitForCalls(1));
   ASSERT_TRUE(WaitIdle("task1"));
@@ -296,7 +306,7 @@ TEST_F(LocalWorkerTest, SwitchingFromATimedCadenceToManualStopsTheTimer) {
 }
 
 TEST_F(LocalWorkerTest, TimeoutRequestsStop) {
-  Gate gate;
+  Gate& gate = Make<Gate>();
   TaskDefinition task = Local("task1", Iso("PT1H"), [&](std::stop_token stop) { gate.Wait(stop); });
   task.timeout = Iso("PT5S");
   ASSERT_TRUE(plugin_->ScheduleTask(task).ok());
@@ -310,7 +320,7 @@ TEST_F(LocalWorkerTest, TimeoutRequestsStop) {
 }
 
 TEST_F(LocalWorkerTest, CanCancelARunningTaskAndCannotCancelAnIdleOne) {
-  Gate gate;
+  Gate& gate = Make<Gate>();
   ASSERT_TRUE(
       plugin_->ScheduleTask(Local("task1", Iso("PT1H"), [&](std::stop_token stop) { gate.Wait(stop); }))
           .ok());
@@ -324,9 +334,9 @@ TEST_F(LocalWorkerTest, CanCancelARunningTaskAndCannotCancelAnIdleOne) {
 }
 
 TEST_F(LocalWorkerTest, RunsNeverOverlapOnOneNode) {
-  std::atomic<int> active{0};
-  std::atomic<int> max_active{0};
-  CallCounter calls;
+  auto& active = Make<std::atomic<int>>(0);
+  auto& max_active = Make<std::atomic<int>>(0);
+  CallCounter& calls = Make<CallCounter>();
   TaskDefinition task = Local("task1", Ms(100), [&](std::stop_token) {
     const int now_active = ++active;
     max_active = std::max(max_active.load(), now_active);
@@ -343,7 +353,7 @@ TEST_F(LocalWorkerTest, RunsNeverOverlapOnOneNode) {
 }
 
 TEST_F(LocalWorkerTest, ShutdownStopsARunningTask) {
-  Gate gate;
+  Gate& gate = Make<Gate>();
   ASSERT_TRUE(
       plugin_->ScheduleTask(Local("task1", Iso("PT1H"), [&](std::stop_token stop) { gate.Wait(stop); }))
           .ok());
@@ -355,7 +365,7 @@ TEST_F(LocalWorkerTest, ShutdownStopsARunningTask) {
 }
 
 TEST_F(LocalWorkerTest, ATaskSignalAlreadyStoppedNeverRuns) {
-  CallCounter calls;
+  CallCounter& calls = Make<CallCounter>();
   std::stop_source signal;
   signal.request_stop();
   TaskDefinition task = Local("task1", Iso("PT1S"), [&](std::stop_token) { calls.Hit(); });

@@ -71,8 +71,8 @@ TEST(SchedulerMetricsTest, TheSchedulerExposesItsRegistryAndCountsLocalRuns) {
   SchedulerOptions options;
   options.clock = &clock;
   options.logger = [](LogLevel, std::string_view) {};
+  runtime_testing::CallCounter calls;  // outlives the scheduler's run threads
   Scheduler scheduler(options);
-  runtime_testing::CallCounter calls;
   TaskDefinition task;
   task.id = "loc";
   task.frequency = Iso("PT1H");
