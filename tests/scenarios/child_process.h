@@ -1,0 +1,113 @@
+// Child: a real process started by a scenario test, with its stdout and stderr read into one buffer and
+// optional data written to its stdin. Waits are on the child's output or exit, with deadlines. One test
+// thread uses it.
+#ifndef OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
+#define OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
+
+#include <chrono>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;  // NOLINT: POSIX
+
+namespace octop::scenario {
+
+using namespace std::chrono_literals;
+
+// A child process whose stdout and stderr are read into one buffer; `input` is written to its stdin.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> argv, const std::string& input = "") {
+    int out[2];
+    int in[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ), 0) << argv[0];
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(in[0]);
+    if (!input.empty()) {
+      EXPECT_EQ(::write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
+    }
+    ::close(in[1]);
+    fd_ = out[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      Wait(10s);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  std::optional<std::string> WaitForOutput(const std::string& pattern,
+                                           std::chrono::milliseconds timeout = 30s) {
+    const std::regex re(pattern);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      std::smatch m;
+      if (std::regex_search(output_, m, re)) return m.size() > 1 ? m[1].str() : std::string();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !ReadSome(left)) return std::nullopt;
+    }
+  }
+
+  std::optional<int> Wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        while (ReadSome(0ms)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ReadSome(20ms);  // drains output while waiting, so the child never blocks on a full pipe
+    }
+    return std::nullopt;
+  }
+
+  void Signal(int sig) { ::kill(pid_, sig); }
+  const std::string& output() const { return output_; }
+
+ private:
+  bool ReadSome(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char buf[4096];
+    ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    output_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool exited_ = false;
+  std::string output_;
+};
+
+// Re-checks `condition` until it holds or the deadline passes.
+
+}  // namespace octop::scenario
+
+#endif  // OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
