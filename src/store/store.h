@@ -1,23 +1,28 @@
-// Store: everything octop keeps in a relational database, behind one interface with one named method per operation.
+// Store: everything octop keeps in a relational database, behind one interface with one named method per
+// operation.
 //
-// A Store is bound to one namespace (a Backstage plugin id, or "octop" for the job queue): on PostgreSQL the namespace
-// is a schema, on SQLite a database file in the store's directory, so every plugin has its own
+// A Store is bound to one namespace (a Backstage plugin id, or "octop" for the job queue): on PostgreSQL the
+// namespace is a schema, on SQLite a database file in the store's directory, so every plugin has its own
 // `backstage_backend_tasks__tasks` table and task ids need only be unique within a plugin, as in Backstage.
 //
-// Implementations: store/sqlite (embedded default) and store/postgres (the cluster backend). Both pass the same
-// conformance suite (tests/store_conformance). SQL lives only inside the backends, in .sql files embedded at build
-// time. Callers never see SQL, rows from a driver, or backend checks: differences between backends are hidden here.
+// Implementations: store/sqlite (embedded default) and store/postgres (the cluster backend). Both pass the
+// same conformance suite (tests/store_conformance). SQL lives only inside the backends, in .sql files
+// embedded at build time. Callers never see SQL, rows from a driver, or backend checks: differences between
+// backends are hidden here.
 //
-// Time: every comparison that decides something across nodes (is a task due, has a run expired) uses the database's
-// clock, never the caller's. StoreOptions::clock may replace the database's "now" (FakeClock::DatabaseNowOverride) so
-// that tests drive time; in production it is the real clock, whose override is nullopt.
+// Time: every comparison that decides something across nodes (is a task due, has a run expired) uses the
+// database's clock, never the caller's. StoreOptions::clock may replace the database's "now"
+// (FakeClock::DatabaseNowOverride) so that tests drive time; in production it is the real clock, whose
+// override is nullopt.
 //
-// Errors: every method returns Status/Result. A lost connection is kUnavailable (the backend reconnects on the next
-// call); bad input (an empty or over-long id, settings JSON that does not parse) is kInvalidArgument and writes
-// nothing; a missing task is kNotFound and a task in the wrong state kConflict, with Backstage's exact messages.
+// Errors: every method returns Status/Result. A lost connection is kUnavailable (the backend reconnects on
+// the next call); bad input (an empty or over-long id, settings JSON that does not parse) is kInvalidArgument
+// and writes nothing; a missing task is kNotFound and a task in the wrong state kConflict, with Backstage's
+// exact messages.
 //
 // Thread-safety: a Store is safe to use from many threads at once (PostgreSQL: a connection pool; SQLite: a
-// connection per thread or a serialized one, with WAL and a busy timeout). Listener objects are used by one thread.
+// connection per thread or a serialized one, with WAL and a busy timeout). Listener objects are used by one
+// thread.
 #ifndef OCTOP_STORE_STORE_H_
 #define OCTOP_STORE_STORE_H_
 
@@ -38,7 +43,8 @@
 
 namespace octop::store {
 
-// ---- Time as the database computes it ----------------------------------------------------------------------------
+// ---- Time as the database computes it
+// ----------------------------------------------------------------------------
 
 // SQL NULL.
 struct NullTime {};
@@ -50,14 +56,16 @@ struct DbNowPlus {
 struct AbsoluteTime {
   WallTime at;
 };
-// Release only: greatest(previous next_run_start_at + period, now()) -- a fixed rate anchored to the planned start,
-// never in the past, so there is no catch-up burst after downtime. A NULL previous value counts as now().
+// Release only: greatest(previous next_run_start_at + period, now()) -- a fixed rate anchored to the planned
+// start, never in the past, so there is no catch-up burst after downtime. A NULL previous value counts as
+// now().
 struct FixedRateAfter {
   std::chrono::microseconds period{0};
 };
 using TimeSpec = std::variant<NullTime, DbNowPlus, AbsoluteTime, FixedRateAfter>;
 
-// ---- Rows ---------------------------------------------------------------------------------------------------------
+// ---- Rows
+// ---------------------------------------------------------------------------------------------------------
 
 // One row of backstage_backend_tasks__tasks, as stored.
 struct TaskRow {
@@ -71,12 +79,14 @@ struct TaskRow {
   std::optional<WallTime> last_run_ended_at;
 };
 
-// ---- Params and results, one pair per operation ------------------------------------------------------------------
+// ---- Params and results, one pair per operation
+// ------------------------------------------------------------------
 
-// Register a global task (Backstage persistTask). Inserts {id, settings_json, next_run_start_at = start_at}; on an
-// existing row replaces settings_json and moves next_run_start_at to next_start_at only if that is earlier -- or if
-// the stored value is NULL and next_start_at is not (a task switched from manual to a timed cadence starts running).
-// current_run_* and last_run_* are never touched. settings_json must be valid TaskSettingsV2 JSON.
+// Register a global task (Backstage persistTask). Inserts {id, settings_json, next_run_start_at = start_at};
+// on an existing row replaces settings_json and moves next_run_start_at to next_start_at only if that is
+// earlier -- or if the stored value is NULL and next_start_at is not (a task switched from manual to a timed
+// cadence starts running). current_run_* and last_run_* are never touched. settings_json must be valid
+// TaskSettingsV2 JSON.
 struct UpsertTaskParams {
   std::string id;
   std::string settings_json;
@@ -97,12 +107,12 @@ struct PolledTask {
   std::optional<WallTime> current_run_expires_at;
 };
 struct PollTasksResult {
-  WallTime db_now;                 // the database's now() at the time of the query
-  std::vector<PolledTask> tasks;   // ids with no row are absent
+  WallTime db_now;                // the database's now() at the time of the query
+  std::vector<PolledTask> tasks;  // ids with no row are absent
 };
 
-// Claim a due task: sets the ticket, started_at = now, expires_at = now + timeout (NULL without a timeout), only if
-// current_run_ticket IS NULL and next_run_start_at <= now. Exactly one concurrent claimer wins.
+// Claim a due task: sets the ticket, started_at = now, expires_at = now + timeout (NULL without a timeout),
+// only if current_run_ticket IS NULL and next_run_start_at <= now. Exactly one concurrent claimer wins.
 struct ClaimTaskParams {
   std::string id;
   std::string ticket;
@@ -119,8 +129,9 @@ struct CheckTaskTicketParams {
   std::string ticket;
 };
 
-// End a run we own: clears current_run_*, sets last_run_ended_at = now, last_run_error_json = error_json (NULL on
-// success) and next_run_start_at = next_run -- only where current_run_ticket = ticket (a fencing token).
+// End a run we own: clears current_run_*, sets last_run_ended_at = now, last_run_error_json = error_json
+// (NULL on success) and next_run_start_at = next_run -- only where current_run_ticket = ticket (a fencing
+// token).
 struct ReleaseTaskParams {
   std::string id;
   std::string ticket;
@@ -134,10 +145,11 @@ struct TriggerTaskParams {
   std::string id;
 };
 
-// Stop the current run: clears current_run_*, sets last_run_ended_at = now and last_run_error_json = error_json.
-// NotFound "Task <id> does not exist"; Conflict "Task <id> is not running". next_run_start_at is not changed unless
-// next_run is given: then it is set as by a release (NullTime, DbNowPlus, AbsoluteTime or FixedRateAfter), so that a
-// cancelled manual task is not claimable again at once (Backstage's cancel writes the next run too).
+// Stop the current run: clears current_run_*, sets last_run_ended_at = now and last_run_error_json =
+// error_json. NotFound "Task <id> does not exist"; Conflict "Task <id> is not running". next_run_start_at is
+// not changed unless next_run is given: then it is set as by a release (NullTime, DbNowPlus, AbsoluteTime or
+// FixedRateAfter), so that a cancelled manual task is not claimable again at once (Backstage's cancel writes
+// the next run too).
 struct CancelTaskParams {
   std::string id;
   std::string error_json;            // the serialized Error("Task was cancelled")
@@ -379,7 +391,8 @@ class StoreTransaction {
 
 inline constexpr std::string_view kConfigChannel = "octop_config";  // SetConfig notifies with the key
 
-// ---- Notifications ------------------------------------------------------------------------------------------------
+// ---- Notifications
+// ------------------------------------------------------------------------------------------------
 
 inline constexpr std::string_view kTasksChannel = "octop_tasks";
 inline constexpr std::string_view kJobsChannel = "octop_jobs";
@@ -389,22 +402,24 @@ struct Notification {
   std::string payload;
 };
 
-// A subscription to notifications (PostgreSQL LISTEN/NOTIFY; SQLite: an in-process broker per database file, so
-// every Store on the same file in one process sees them). Used by one thread.
+// A subscription to notifications (PostgreSQL LISTEN/NOTIFY; SQLite: an in-process broker per database file,
+// so every Store on the same file in one process sees them). Used by one thread.
 class Listener {
  public:
   virtual ~Listener() = default;
-  // Blocks until at least one notification is pending, `timeout` passes or `stop` is requested, and returns what is
-  // pending (possibly nothing). kUnavailable if the connection broke; the next call reconnects and re-listens.
+  // Blocks until at least one notification is pending, `timeout` passes or `stop` is requested, and returns
+  // what is pending (possibly nothing). kUnavailable if the connection broke; the next call reconnects and
+  // re-listens.
   virtual Result<std::vector<Notification>> Wait(std::chrono::milliseconds timeout, std::stop_token stop) = 0;
 };
 
-// ---- Schema introspection (migrations, doctor, conformance tests) ------------------------------------------------
+// ---- Schema introspection (migrations, doctor, conformance tests)
+// ------------------------------------------------
 
-// Every backend applies these migrations, in this order; SchemaVersion() counts the applied ones. The first three are
-// Backstage's knex migrations, recorded under these names in backstage_backend_tasks__knex_migrations (so a database
-// migrated by a Backstage backend is recognised, and the other way round); the rest are octop's, recorded in
-// octop_migrations.
+// Every backend applies these migrations, in this order; SchemaVersion() counts the applied ones. The first
+// three are Backstage's knex migrations, recorded under these names in
+// backstage_backend_tasks__knex_migrations (so a database migrated by a Backstage backend is recognised, and
+// the other way round); the rest are octop's, recorded in octop_migrations.
 inline constexpr std::string_view kMigrationNames[] = {
     "20210928160613_init.js",               // backstage_backend_tasks__tasks, next_run_start_at NOT NULL
     "20240712211735_nullable_next_run.js",  // next_run_start_at becomes nullable (manual tasks)
@@ -415,9 +430,9 @@ inline constexpr std::string_view kMigrationNames[] = {
 };
 inline constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrationNames));
 
-// One column of a table, as the database's catalog reports it. `type` is the backend's own spelling of the declared
-// type (SQLite: as declared, standard names upper-cased, e.g. "varchar(255)", "TEXT"; PostgreSQL: format_type(),
-// e.g. "character varying(255)").
+// One column of a table, as the database's catalog reports it. `type` is the backend's own spelling of the
+// declared type (SQLite: as declared, standard names upper-cased, e.g. "varchar(255)", "TEXT"; PostgreSQL:
+// format_type(), e.g. "character varying(255)").
 struct ColumnInfo {
   std::string name;
   std::string type;
@@ -434,7 +449,8 @@ struct IndexInfo {
   bool partial = false;  // has a WHERE clause
 };
 
-// ---- The interface ------------------------------------------------------------------------------------------------
+// ---- The interface
+// ------------------------------------------------------------------------------------------------
 
 struct StoreOptions {
   // Which plugin's tables: a PostgreSQL schema or an SQLite file name. Default "default".
@@ -458,8 +474,8 @@ class Store {
   virtual Status Migrate() = 0;
   // The number of migrations applied to this namespace.
   virtual Result<int> SchemaVersion() = 0;
-  // Applies pending migrations up to `version` (1..kLatestSchemaVersion) and no further; never goes down. For upgrade
-  // tests (a namespace created at an old version, filled, then migrated) and for staged roll-outs.
+  // Applies pending migrations up to `version` (1..kLatestSchemaVersion) and no further; never goes down. For
+  // upgrade tests (a namespace created at an old version, filled, then migrated) and for staged roll-outs.
   virtual Status MigrateTo(int version) {
     (void)version;
     return FailedPreconditionError("MigrateTo is not supported by this backend");
@@ -593,9 +609,9 @@ class Store {
 // Does not migrate. kInvalidArgument for an unknown scheme, kUnavailable if the server cannot be reached.
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options = {});
 
-// Validates a task id before any write: non-empty after trimming, at most 255 bytes (the column is varchar(255)),
-// valid UTF-8. InvalidArgument "<id> is not a valid ID, expected non-empty string" (Backstage's message) or a message
-// naming the limit.
+// Validates a task id before any write: non-empty after trimming, at most 255 bytes (the column is
+// varchar(255)), valid UTF-8. InvalidArgument "<id> is not a valid ID, expected non-empty string"
+// (Backstage's message) or a message naming the limit.
 Status ValidateTaskId(std::string_view id);
 
 }  // namespace octop::store

@@ -72,11 +72,10 @@ TEST_P(StoreConformance, KnexBookkeepingTablesExistWithBackstageNames) {
 TEST_P(StoreConformance, JobsTableHasColumnsAndNullability) {
   auto columns = store_->DescribeTable("octop_jobs");
   OCTOP_ASSERT_OK(columns);
-  const std::vector<std::string> names = {"id",          "queue",         "kind",       "payload",
-                                          "priority",    "scheduled_at",  "status",     "attempt",
-                                          "max_retries", "attempt_token", "last_error", "created_at",
-                                          "started_at",  "completed_at",  "expires_at", "unique_key",
-                                          "worker_id"};
+  const std::vector<std::string> names = {
+      "id",         "queue",        "kind",        "payload",       "priority",   "scheduled_at",
+      "status",     "attempt",      "max_retries", "attempt_token", "last_error", "created_at",
+      "started_at", "completed_at", "expires_at",  "unique_key",    "worker_id"};
   ASSERT_EQ(columns->size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ((*columns)[i].name, names[i]);
   const std::map<std::string, bool> not_null = {
