@@ -220,9 +220,14 @@ TEST_P(MultiNodeTest, ThreeProcessesNeverOverlapAndAKilledNodesRunIsReclaimed) {
       },
       20s));
   const std::int64_t killed_at = NowNs();
-  for (pid_t pid : pids) {
+  for (std::size_t n = 0; n < pids.size(); ++n) {
     int status = 0;
-    waitpid(pid, &status, 0);
+    ASSERT_EQ(waitpid(pids[n], &status, 0), pids[n]);
+    if (std::to_string(n) == victim) {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    } else {  // a clean exit after a graceful Shutdown (a crash or a sanitizer report fails here)
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "node " << n << " status " << status;
+    }
   }
   std::vector<Line> lines = ReadLines(out);
   // Completed runs, plus the killed run which held its claim until it expired.
