@@ -362,22 +362,11 @@ void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {
   }
 
   store::TimeSpec next_run = store::NullTime{};
-  switch (run->db_cadence.kind) {
-    case CadenceKind::kManual:
-      break;
-    case CadenceKind::kDuration:
-      next_run = store::FixedRateAfter{run->db_cadence.period};
-      break;
-    case CadenceKind::kCron: {
-      Result<WallTime> next = run->db_cadence.NextCronAfter(DatabaseNowEstimate());
-      if (next.ok()) {
-        next_run = store::AbsoluteTime{*next};
-      } else {
-        context_.Log(LogLevel::kWarn, "Task " + Name(plugin_id_, task->id) +
-                                          " has no next cron occurrence, " + next.status().message());
-      }
-      break;
-    }
+  if (Result<store::TimeSpec> next = run->db_cadence.NextRunAfterRun(DatabaseNowEstimate()); next.ok()) {
+    next_run = *next;
+  } else {
+    context_.Log(LogLevel::kWarn, "Task " + Name(plugin_id_, task->id) + " has no next cron occurrence, " +
+                                      next.status().message());
   }
   store::ReleaseTaskParams release{task->id, run->ticket, next_run, std::nullopt};
   if (outcome.error.has_value()) release.error_json = SerializeErrorMessage(*outcome.error);
