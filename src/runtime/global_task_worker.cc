@@ -61,14 +61,8 @@ void GlobalTaskWorker::Schedule(const std::string& id, TaskSettingsV2 settings, 
                                 TaskFunction fn, std::optional<std::stop_token> signal) {
   // Built before taking mu_: the callback runs right here when the signal is already stopped.
   auto fired = std::make_shared<std::atomic<bool>>(false);
-  std::unique_ptr<std::stop_callback<std::function<void()>>> callback;
-  if (signal.has_value()) {
-    callback = std::make_unique<std::stop_callback<std::function<void()>>>(*signal, [fired, this] {
-      fired->store(true);
-      wake_.Notify();
-    });
-  }
-  std::unique_ptr<std::stop_callback<std::function<void()>>> old_callback;
+  TaskSignalCallback callback = MakeTaskSignalCallback(signal, fired, wake_);
+  TaskSignalCallback old_callback;
   {
     std::lock_guard lock(mu_);
     if (joined_) return;

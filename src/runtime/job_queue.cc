@@ -17,6 +17,7 @@
 #include "runtime/job_metrics.h"
 #include "runtime/job_queue_context.h"
 #include "runtime/job_worker.h"
+#include "runtime/scheduler_context.h"
 #include "store/store.h"
 
 namespace octop {
@@ -95,25 +96,6 @@ store::EnqueueJobParams ToParams(const JobSpec& spec) {
   p.max_retries = spec.max_retries.value_or(kDefaultMaxRetries);
   p.unique_key = spec.unique_key;
   return p;
-}
-
-SchedulerLogger DefaultLogger() {
-  return [](LogLevel level, std::string_view message) {
-    switch (level) {
-      case LogLevel::kDebug:
-        spdlog::debug("{}", message);
-        break;
-      case LogLevel::kInfo:
-        spdlog::info("{}", message);
-        break;
-      case LogLevel::kWarn:
-        spdlog::warn("{}", message);
-        break;
-      case LogLevel::kError:
-        spdlog::error("{}", message);
-        break;
-    }
-  };
 }
 
 std::string DefaultWorkerId() {
@@ -342,7 +324,7 @@ JobQueue::~JobQueue() { Shutdown(); }
 
 Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   if (options.clock == nullptr) options.clock = &Clock::Real();
-  if (!options.logger) options.logger = DefaultLogger();
+  if (!options.logger) options.logger = runtime::DefaultSchedulerLogger();
   if (options.worker_id.empty()) options.worker_id = DefaultWorkerId();
   auto impl = std::make_unique<Impl>(std::move(options));
   runtime::JobQueueContext& ctx = impl->context;

@@ -31,14 +31,8 @@ void LocalTaskWorker::Schedule(const std::string& id, TaskSettingsV2 settings, T
   // The callback may run right here (a signal already stopped), so it is built before taking mu_ and only
   // touches an atomic and the wake signal.
   auto fired = std::make_shared<std::atomic<bool>>(false);
-  std::unique_ptr<std::stop_callback<std::function<void()>>> callback;
-  if (signal.has_value()) {
-    callback = std::make_unique<std::stop_callback<std::function<void()>>>(*signal, [fired, this] {
-      fired->store(true);
-      wake_.Notify();
-    });
-  }
-  std::unique_ptr<std::stop_callback<std::function<void()>>> old_callback;
+  TaskSignalCallback callback = MakeTaskSignalCallback(signal, fired, wake_);
+  TaskSignalCallback old_callback;
   {
     std::lock_guard lock(mu_);
     if (joined_) return;

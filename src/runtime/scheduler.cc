@@ -90,25 +90,6 @@ Status TaskRunner::Run(TaskInvocationDefinition invocation) const {
 
 namespace {
 
-SchedulerLogger DefaultLogger() {
-  return [](LogLevel level, std::string_view message) {
-    switch (level) {
-      case LogLevel::kDebug:
-        spdlog::debug("{}", message);
-        break;
-      case LogLevel::kInfo:
-        spdlog::info("{}", message);
-        break;
-      case LogLevel::kWarn:
-        spdlog::warn("{}", message);
-        break;
-      case LogLevel::kError:
-        spdlog::error("{}", message);
-        break;
-    }
-  };
-}
-
 StoreFactory DefaultStoreFactory(std::string url) {
   return [url = std::move(url)](const std::string& plugin_id, const Clock& clock) {
     store::StoreOptions options;
@@ -124,7 +105,7 @@ class Scheduler::Impl {
  public:
   explicit Impl(SchedulerOptions opts) : options(std::move(opts)), metrics(options.metrics_registry) {
     context.clock = options.clock != nullptr ? options.clock : &Clock::Real();
-    context.logger = options.logger ? options.logger : DefaultLogger();
+    context.logger = options.logger ? options.logger : runtime::DefaultSchedulerLogger();
     context.metrics = &metrics;
     context.work_check_frequency = std::max(options.work_check_frequency, std::chrono::milliseconds(1));
     context.poll_interval = options.poll_interval.value_or(options.work_check_frequency);
@@ -189,3 +170,35 @@ std::shared_ptr<prometheus::Registry> Scheduler::metrics_registry() const {
 }
 
 }  // namespace octop
+
+namespace octop::runtime {
+
+SchedulerLogger DefaultSchedulerLogger() {
+  return [](LogLevel level, std::string_view message) {
+    switch (level) {
+      case LogLevel::kDebug:
+        spdlog::debug("{}", message);
+        break;
+      case LogLevel::kInfo:
+        spdlog::info("{}", message);
+        break;
+      case LogLevel::kWarn:
+        spdlog::warn("{}", message);
+        break;
+      case LogLevel::kError:
+        spdlog::error("{}", message);
+        break;
+    }
+  };
+}
+
+TaskSignalCallback MakeTaskSignalCallback(const std::optional<std::stop_token>& signal,
+                                          const std::shared_ptr<std::atomic<bool>>& fired, WakeSignal& wake) {
+  if (!signal.has_value()) return nullptr;
+  return std::make_unique<std::stop_callback<std::function<void()>>>(*signal, [fired, &wake] {
+    fired->store(true);
+    wake.Notify();
+  });
+}
+
+}  // namespace octop::runtime

@@ -6,7 +6,11 @@
 #ifndef OCTOP_RUNTIME_SCHEDULER_CONTEXT_H_
 #define OCTOP_RUNTIME_SCHEDULER_CONTEXT_H_
 
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -31,6 +35,17 @@ struct SchedulerContext {
     if (logger) logger(level, message);
   }
 };
+
+// The logger used when the options name none: spdlog's default logger, level for level. Shared by the
+// scheduler and the job queue.
+SchedulerLogger DefaultSchedulerLogger();
+
+// A stop_callback on a task's own signal (TaskInvocationDefinition::signal) that marks `fired` and wakes the
+// worker's loop; nullptr without a signal. It may run inside this call when the signal is already stopped, so
+// it touches only the atomic and the wake signal and must be built before the worker takes its lock.
+using TaskSignalCallback = std::unique_ptr<std::stop_callback<std::function<void()>>>;
+TaskSignalCallback MakeTaskSignalCallback(const std::optional<std::stop_token>& signal,
+                                          const std::shared_ptr<std::atomic<bool>>& fired, WakeSignal& wake);
 
 // Backstage's floor for readiness polling (TaskStatePoller's MIN_POLL_INTERVAL_MS).
 inline constexpr std::chrono::milliseconds kMinPollInterval{100};
