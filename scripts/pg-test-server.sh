@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL server for tests: initdb into a temporary directory, a random free port, loopback only,
-# fsync off (a test server; benchmarks use their own settings). Nothing outside the directory is touched.
+# fsync off (a test server). PG_TEST_SERVER_DURABLE=1 keeps PostgreSQL's durable defaults (fsync, synchronous_commit,
+# full_page_writes on) for benchmarks. Nothing outside the directory is touched.
 #   scripts/pg-test-server.sh start DIR   -> prints the connection URL on stdout
 #   scripts/pg-test-server.sh stop DIR    -> stops the server and removes DIR
 # PostgreSQL refuses to run as root, so as root the server runs as the 'postgres' system user.
@@ -29,10 +30,12 @@ case "$cmd" in
     [[ ${#run_as[@]} -gt 0 ]] && chown postgres "$dir"
     "${run_as[@]}" "$pg_bin/initdb" -D "$dir/data" -U octop --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; exit 1; }
+    unsafe_opts="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    [[ ${PG_TEST_SERVER_DURABLE:-0} == 1 ]] && unsafe_opts=""
     for attempt in 1 2 3 4 5; do
       port=$(free_port)
       if "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-          -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c shared_preload_libraries=pg_stat_statements" \
+          -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $unsafe_opts -c max_connections=200 -c shared_preload_libraries=pg_stat_statements" \
           start >/dev/null 2>&1; then
         echo "$port" >"$dir/port"
         "${run_as[@]}" "$pg_bin/psql" -h 127.0.0.1 -p "$port" -U octop -d postgres -qAt \
