@@ -453,27 +453,7 @@ void GlobalTaskWorker::Join() {
   }
   if (poller.joinable()) poller.join();
   if (listener.joinable()) listener.join();
-  std::vector<ActiveRun*> active;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [id, task] : tasks_) {
-      if (task->run != nullptr) {
-        task->run->stop.request_stop();
-        active.push_back(task->run.get());
-      }
-    }
-  }
-  for (ActiveRun* run : active) {
-    if (run->thread.joinable()) run->thread.join();
-  }
-  std::vector<std::unique_ptr<std::stop_callback<std::function<void()>>>> callbacks;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [id, task] : tasks_) {
-      task->run.reset();
-      callbacks.push_back(std::move(task->signal_callback));
-    }
-  }
+  StopAndJoinRuns(mu_, tasks_);
 }
 
 }  // namespace octop::runtime
