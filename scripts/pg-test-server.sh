@@ -4,6 +4,7 @@
 # full_page_writes on) for benchmarks. Nothing outside the directory is touched.
 #   scripts/pg-test-server.sh start DIR   -> prints the connection URL on stdout
 #   scripts/pg-test-server.sh stop DIR    -> stops the server and removes DIR
+#   scripts/pg-test-server.sh restart DIR -> fast restart (the chaos test): same port, same data
 # PostgreSQL refuses to run as root, so as root the server runs as the 'postgres' system user.
 set -euo pipefail
 
@@ -47,11 +48,16 @@ case "$cmd" in
     cat "$dir/server.log" >&2 || true
     exit 1
     ;;
+  restart)
+    # pg_ctl restart reuses the options of the last start (postmaster.opts), so the port stays the same.
+    "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 -m fast restart >/dev/null 2>&1 \
+      || { tail -20 "$dir/server.log" >&2; exit 1; }
+    ;;
   stop)
     if [[ -d "$dir/data" ]]; then
       "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
     fi
     rm -rf "$dir"
     ;;
-  *) echo "usage: pg-test-server.sh start|stop DIR" >&2; exit 2 ;;
+  *) echo "usage: pg-test-server.sh start|stop|restart DIR" >&2; exit 2 ;;
 esac
