@@ -1,0 +1,173 @@
+// Renders one benchmark run (the JSON lines of the contract in docs/performance.md) as markdown tables:
+// throughput, latency, scheduler, the pgbench reference, and the issue-7 targets met / not met.
+//   node report.mjs --results build/bench/results.jsonl [--meta build/bench/meta.json] [--md report.md]
+// Prints the report on stdout; with --md also writes it to that file.
+import fs from 'node:fs';
+
+function ParseArgs(argv) {
+  const args = { results: '', meta: '', md: '' };
+  for (let i = 0; i < argv.length; ++i) {
+    if (argv[i] === '--results') args.results = argv[++i];
+    else if (argv[i] === '--meta') args.meta = argv[++i];
+    else if (argv[i] === '--md') args.md = argv[++i];
+    else throw new Error(`unknown argument ${argv[i]}`);
+  }
+  if (!args.results) throw new Error('usage: report.mjs --results FILE [--meta FILE] [--md FILE]');
+  return args;
+}
+
+function ReadLines(file) {
+  if (!fs.existsSync(file)) return [];
+  const lines = [];
+  for (const text of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!text.trim()) continue;
+    try {
+      lines.push(JSON.parse(text));
+    } catch {
+      console.error(`report: skipping a line that is not JSON: ${text.slice(0, 80)}`);
+    }
+  }
+  return lines;
+}
+
+// The last line whose system/backend/metric match and whose params contain `params` (sizes such as
+// "jobs" are not matched, so a --quick run renders the same way).
+function Find(lines, system, backend, metric, params = {}) {
+  let found;
+  for (const l of lines) {
+    if (l.system !== system || (l.backend || 'postgres') !== backend || l.metric !== metric) continue;
+    if (Object.entries(params).every(([k, v]) => l.params && l.params[k] === v)) found = l;
+  }
+  return found;
+}
+
+function Value(line) {
+  return line && Number.isFinite(line.value) ? line.value : undefined;
+}
+
+function Fmt(v, digits) {
+  if (v === undefined) return '–';
+  if (digits === undefined) digits = Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : 2;
+  return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+function Table(header, rows) {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+  const line = (cells) => '| ' + cells.map((c, i) => String(c).padEnd(widths[i])).join(' | ') + ' |';
+  return [line(header), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...rows.map(line)].join('\n');
+}
+
+function Sizes(lines, metric) {
+  const l = lines.find((x) => x.metric === metric && x.params);
+  return l ? l.params : {};
+}
+
+function Render(lines, meta) {
+  const out = [];
+  const peers = ['graphile-worker', 'pg-boss'];
+  out.push('# octop benchmark run');
+  out.push('');
+  if (meta) {
+    out.push(`${meta.date} — ${meta.machine}; PostgreSQL ${meta.postgres} (${meta.pg_settings}); ` +
+             `node ${meta.node}; graphile-worker ${meta.graphile_worker}, pg-boss ${meta.pg_boss}` +
+             (meta.quick ? '; **quick run (--quick): smaller sizes, not the reference figures**' : ''));
+    out.push('');
+  }
+
+  // Throughput.
+  const jobs = Sizes(lines, 'throughput_preinserted').jobs || Sizes(lines, 'throughput_enqueue_drain').jobs;
+  out.push(`## Queue throughput (jobs/s, ${jobs ? jobs.toLocaleString('en-US') : '?'} no-op jobs; higher is better)`);
+  out.push('');
+  const throughput_rows = [];
+  const ratios = {};
+  for (const concurrency of [1, 10, 32]) {
+    for (const [metric, label] of [['throughput_preinserted', 'pre-inserted'],
+                                   ['throughput_enqueue_drain', 'enqueue+drain']]) {
+      const octop = Value(Find(lines, 'octop', 'postgres', metric, { concurrency }));
+      const peer_values = peers.map((p) => Value(Find(lines, p, 'postgres', metric, { concurrency })));
+      const known = peer_values.filter((v) => v !== undefined);
+      const faster = known.length ? Math.max(...known) : undefined;
+      const ratio = octop !== undefined && faster ? octop / faster : undefined;
+      ratios[`${metric}/${concurrency}`] = ratio;
+      const sqlite = Value(Find(lines, 'octop', 'sqlite', metric, { concurrency }));
+      throughput_rows.push([concurrency, label, Fmt(octop), ...peer_values.map((v) => Fmt(v)),
+                            ratio === undefined ? '–' : `${Fmt(ratio, 2)}×`, Fmt(sqlite)]);
+    }
+  }
+  out.push(Table(['concurrency', 'figure', 'octop (PG)', ...peers, 'octop / faster peer', 'octop (SQLite)'],
+                 throughput_rows));
+  out.push('');
+
+  // Latency.
+  const samples = Sizes(lines, 'latency_p50').jobs;
+  out.push(`## Enqueue→start latency on an idle worker (ms, concurrency 10, ${samples || '?'} jobs one at a time; lower is better)`);
+  out.push('');
+  const latency_rows = [];
+  for (const p of [50, 95, 99]) {
+    const metric = `latency_p${p}`;
+    latency_rows.push([`p${p}`, Fmt(Value(Find(lines, 'octop', 'postgres', metric))),
+                       ...peers.map((s) => Fmt(Value(Find(lines, s, 'postgres', metric)))),
+                       Fmt(Value(Find(lines, 'octop', 'sqlite', metric)))]);
+  }
+  out.push(Table(['percentile', 'octop (PG)', ...peers, 'octop (SQLite)'], latency_rows));
+  out.push('');
+
+  // Scheduler (octop only).
+  out.push('## Scheduler (octop)');
+  out.push('');
+  const backends = ['postgres', 'sqlite'].filter((b) => lines.some((l) => l.system === 'octop' && l.backend === b &&
+      /^(trigger_start|cron_lateness|idle_statements|memory_per_task)/.test(l.metric)));
+  const scheduler_figures = [
+    ['trigger→start p50 (ms)', 'trigger_start_p50', {}],
+    ['trigger→start p99 (ms)', 'trigger_start_p99', {}],
+    ['cron fire lateness p50 (ms)', 'cron_lateness_p50', {}],
+    ['cron fire lateness p99 (ms)', 'cron_lateness_p99', {}],
+    ['idle load, 10 tasks (stmt/s)', 'idle_statements_per_s', { tasks: 10 }],
+    ['idle load, 1,000 tasks (stmt/s)', 'idle_statements_per_s', { tasks: 1000 }],
+    ['idle load, 10,000 tasks (stmt/s)', 'idle_statements_per_s', { tasks: 10000 }],
+    ['memory per registered task (bytes)', 'memory_per_task', {}],
+  ];
+  const scheduler_backends = backends.length ? backends : ['postgres'];
+  out.push(Table(['figure', ...scheduler_backends.map((b) => (b === 'postgres' ? 'PostgreSQL' : 'SQLite'))],
+                 scheduler_figures.map(([label, metric, params]) =>
+                     [label, ...scheduler_backends.map((b) => Fmt(Value(Find(lines, 'octop', b, metric, params))))])));
+  out.push('');
+
+  // Physical reference.
+  out.push('## Physical reference: pgbench single-row UPDATE, same server, same run');
+  out.push('');
+  const pgbench_rows = lines.filter((l) => l.system === 'pgbench' && l.metric === 'tps')
+      .map((l) => [l.params.clients, l.params.phase || '', Fmt(l.value), Fmt(1000 / (l.value / l.params.clients), 2)]);
+  out.push(pgbench_rows.length ? Table(['clients', 'when', 'tps', 'ms per transaction'], pgbench_rows)
+                               : '(not measured)');
+  out.push('');
+
+  // Targets.
+  out.push('## Targets (issue 7)');
+  out.push('');
+  const Ratio = (x) => (x === undefined ? '–' : `${Fmt(x, 2)}×`);
+  const Check = (value, ok) => (value === undefined ? 'not measured' : ok(value) ? 'met' : 'NOT met');
+  const v = (metric, params = {}) => Value(Find(lines, 'octop', 'postgres', metric, params));
+  const target_rows = [
+    ['throughput pre-inserted ≥ 2× faster peer, concurrency 10', Ratio(ratios['throughput_preinserted/10']),
+     Check(ratios['throughput_preinserted/10'], (x) => x >= 2)],
+    ['throughput enqueue+drain ≥ 2× faster peer, concurrency 10', Ratio(ratios['throughput_enqueue_drain/10']),
+     Check(ratios['throughput_enqueue_drain/10'], (x) => x >= 2)],
+    ['enqueue→start p50 ≤ 2 ms', Fmt(v('latency_p50')), Check(v('latency_p50'), (x) => x <= 2)],
+    ['enqueue→start p99 ≤ 10 ms', Fmt(v('latency_p99')), Check(v('latency_p99'), (x) => x <= 10)],
+    ['trigger→start p99 ≤ 50 ms', Fmt(v('trigger_start_p99')), Check(v('trigger_start_p99'), (x) => x <= 50)],
+    ['idle load ≤ 2 stmt/s per node at 10,000 tasks', Fmt(v('idle_statements_per_s', { tasks: 10000 })),
+     Check(v('idle_statements_per_s', { tasks: 10000 }), (x) => x <= 2)],
+    ['cron lateness p99 ≤ 20 ms', Fmt(v('cron_lateness_p99')), Check(v('cron_lateness_p99'), (x) => x <= 20)],
+  ];
+  out.push(Table(['target (octop on PostgreSQL)', 'measured', 'result'], target_rows));
+  out.push('');
+  return out.join('\n');
+}
+
+const args = ParseArgs(process.argv.slice(2));
+const lines = ReadLines(args.results);
+const meta = args.meta && fs.existsSync(args.meta) ? JSON.parse(fs.readFileSync(args.meta, 'utf8')) : null;
+const text = Render(lines, meta);
+process.stdout.write(text + '\n');
+if (args.md) fs.writeFileSync(args.md, text + '\n');
