@@ -24,7 +24,7 @@ quick=()
 pgbench_seconds=15
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
   quick=(--quick)
-  pgbench_seconds=5
+  pgbench_seconds=3
 fi
 
 log() { echo "bench: $*" >&2; }
@@ -62,13 +62,8 @@ pg_settings=$(psql "$url" -qAtc "SELECT string_agg(name || '=' || setting, ', ' 
   WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'max_connections', 'wal_sync_method')")
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 mem_gb=$(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)
-version_of() { node -p "require('$peers_dir/node_modules/$1/package.json').version" 2>/dev/null || echo "?"; }
-cat >"$meta" <<EOF
-{"date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "machine": "$(nproc) CPUs ($cpu), ${mem_gb} GB RAM, $(uname -sr)",
- "load_at_start": "$(cut -d' ' -f1-3 /proc/loadavg)", "postgres": "$pg_version", "pg_settings": "$pg_settings",
- "node": "$(node --version)", "graphile_worker": "$(version_of graphile-worker)", "pg_boss": "$(version_of pg-boss)",
- "quick": $([[ ${#quick[@]} -gt 0 ]] && echo true || echo false)}
-EOF
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # 3. and 6. pgbench: one row updated per transaction, so each transaction is one WAL flush; with one client
 # that is the commit latency floor every queue operation pays.
@@ -125,6 +120,14 @@ if [[ $skip != *,pgbench,* && -n $pg_bin ]]; then
 fi
 
 # 7. Tables.
+version_of() { node -p "require('$peers_dir/node_modules/$1/package.json').version" 2>/dev/null || echo "?"; }
+cat >"$meta" <<EOF
+{"date": "$started", "machine": "$(nproc) CPUs ($cpu), ${mem_gb} GB RAM, $(uname -sr)",
+ "load_at_start": "$load_at_start", "load_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)",
+ "postgres": "$pg_version", "pg_settings": "$pg_settings",
+ "node": "$(node --version)", "graphile_worker": "$(version_of graphile-worker)", "pg_boss": "$(version_of pg-boss)",
+ "quick": $([[ ${#quick[@]} -gt 0 ]] && echo true || echo false)}
+EOF
 node "$peers_dir/report.mjs" --results "$results" --meta "$meta" --md "$out_dir/report.md"
 log "results: $results; tables: $out_dir/report.md"
 if [[ ${#failures[@]} -gt 0 ]]; then

@@ -69,7 +69,8 @@ function Render(lines, meta) {
   out.push('');
   if (meta) {
     out.push(`${meta.date} — ${meta.machine}; PostgreSQL ${meta.postgres} (${meta.pg_settings}); ` +
-             `node ${meta.node}; graphile-worker ${meta.graphile_worker}, pg-boss ${meta.pg_boss}` +
+             `node ${meta.node}; graphile-worker ${meta.graphile_worker}, pg-boss ${meta.pg_boss}; ` +
+             `load average ${meta.load_at_start} at the start, ${meta.load_at_end || '?'} at the end` +
              (meta.quick ? '; **quick run (--quick): smaller sizes, not the reference figures**' : ''));
     out.push('');
   }
