@@ -119,4 +119,36 @@ std::string NewJobId() {
 
 Status NoSuchJob(std::string_view id) { return NotFoundError("Job " + std::string(id) + " does not exist"); }
 
+Result<JobStats> JobStatsGrid(const JobStatsParams& params, WallTime now) {
+  using std::chrono::microseconds;
+  const microseconds second = std::chrono::seconds(1);
+  if (params.bucket < second || params.bucket % std::chrono::milliseconds(1) != microseconds(0)) {
+    return InvalidArgumentError(
+        "job stats: the bucket must be a whole number of milliseconds, at least 1 second");
+  }
+  if (params.window < second || params.window > std::chrono::hours(24 * 7)) {
+    return InvalidArgumentError("job stats: the window must be between 1 second and 7 days");
+  }
+  const std::int64_t n = (params.window.count() + params.bucket.count() - 1) / params.bucket.count();
+  if (n > kMaxJobStatsBuckets) {
+    return InvalidArgumentError("job stats: at most " + std::to_string(kMaxJobStatsBuckets) +
+                                " buckets, got " + std::to_string(n) + " (window / bucket)");
+  }
+  const microseconds now_us = std::chrono::floor<microseconds>(now.time_since_epoch());
+  // Aligned to the epoch, so that a refresh a few seconds later shows the same buckets.
+  microseconds current = now_us - now_us % params.bucket;
+  if (now_us.count() < 0 && now_us % params.bucket != microseconds(0)) current -= params.bucket;
+  JobStats stats;
+  stats.db_now = now;
+  stats.bucket = params.bucket;
+  stats.to = WallTime{} + std::chrono::duration_cast<WallTime::duration>(current + params.bucket);
+  stats.from = stats.to - std::chrono::duration_cast<WallTime::duration>(params.bucket * n);
+  stats.buckets.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    stats.buckets[static_cast<std::size_t>(i)].start =
+        stats.from + std::chrono::duration_cast<WallTime::duration>(params.bucket * i);
+  }
+  return stats;
+}
+
 }  // namespace octop::store

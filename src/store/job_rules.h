@@ -42,6 +42,11 @@ std::string NewJobId();
 
 Status NoSuchJob(std::string_view id);
 
+// The bucket grid of ComputeJobStats at the database's `now`: validates params and returns JobStats with
+// db_now, from, to, bucket and every bucket's start filled in (counts zero), for the backend to fill from
+// its GROUP BY rows by bucket index.
+Result<JobStats> JobStatsGrid(const JobStatsParams& params, WallTime now);
+
 }  // namespace octop::store
 
 #endif  // OCTOP_STORE_JOB_RULES_H_

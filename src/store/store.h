@@ -345,6 +345,38 @@ struct JobSummary {
   std::vector<JobSummaryRow> rows;  // ordered by queue, then status in enum order
 };
 
+// Throughput and latency of finished jobs over a recent window (the dashboard's sparkline), read from the
+// rows retention keeps. Buckets are aligned to multiples of `bucket` since the epoch, so successive calls
+// show the same buckets: `to` is the end of the bucket holding the database's now, `from` = to - n * bucket
+// with n = ceil(window / bucket). A job counts in the bucket of its completed_at (success and frozen set it;
+// a failed job waiting for its retry has none and is not counted). window 1 s .. 7 days, bucket >= 1 s, n <=
+// 1440; kInvalidArgument otherwise. queue/kind: NULL = any.
+struct JobStatsParams {
+  std::chrono::microseconds window{std::chrono::hours(1)};
+  std::chrono::microseconds bucket{std::chrono::minutes(1)};
+  std::optional<std::string> queue;
+  std::optional<std::string> kind;
+};
+inline constexpr int kMaxJobStatsBuckets = 1440;
+struct JobStatsBucket {
+  WallTime start;      // the bucket is [start, start + bucket)
+  long succeeded = 0;  // ended success
+  long frozen = 0;     // ended frozen: attempts used up, or cancelled
+  // Over the succeeded jobs only (a cancelled job's started_at belongs to an earlier attempt): pickup latency
+  // started_at - scheduled_at of the last attempt (scheduled_at is the retry's due time after a failure), and
+  // run time completed_at - started_at. nullopt when nothing succeeded in the bucket.
+  std::optional<std::chrono::microseconds> avg_latency;
+  std::optional<std::chrono::microseconds> max_latency;
+  std::optional<std::chrono::microseconds> avg_run;
+};
+struct JobStats {
+  WallTime db_now;
+  WallTime from;
+  WallTime to;
+  std::chrono::microseconds bucket{0};
+  std::vector<JobStatsBucket> buckets;  // all n of them, oldest first, empty ones included
+};
+
 struct QueueInfo {
   std::string name;
   bool paused = false;
@@ -563,6 +595,10 @@ class Store {
   }
   virtual Result<JobSummary> SummarizeJobs() {
     return FailedPreconditionError("SummarizeJobs is not supported by this backend");
+  }
+  virtual Result<JobStats> ComputeJobStats(const JobStatsParams& params) {
+    (void)params;
+    return FailedPreconditionError("ComputeJobStats is not supported by this backend");
   }
   // The earliest scheduled_at of a pending or failed job of `queue` (due or not): how long an idle worker may
   // sleep. nullopt when the queue has nothing waiting. Ignores pause.

@@ -171,6 +171,21 @@ LEFT JOIN LATERAL (
   FROM {ns}.octop_jobs
   GROUP BY queue, status) s ON true;
 
+-- name: JobStats
+-- $1 from, $2 to, $3 bucket in microseconds, $4 queue, $5 kind (each NULL: any). Finished jobs by bucket of
+-- completed_at (EXTRACT gives an exact numeric of seconds), latencies in microseconds over the succeeded ones.
+SELECT floor(EXTRACT(EPOCH FROM completed_at - $1::timestamptz) * 1000000 / $3::bigint)::bigint AS bucket,
+       count(*) FILTER (WHERE status = 'success'), count(*) FILTER (WHERE status = 'frozen'),
+       round(EXTRACT(EPOCH FROM avg(started_at - scheduled_at) FILTER (WHERE status = 'success')) * 1000000)::bigint,
+       round(EXTRACT(EPOCH FROM max(started_at - scheduled_at) FILTER (WHERE status = 'success')) * 1000000)::bigint,
+       round(EXTRACT(EPOCH FROM avg(completed_at - started_at) FILTER (WHERE status = 'success')) * 1000000)::bigint
+FROM {ns}.octop_jobs
+WHERE status IN ('success', 'frozen')
+  AND completed_at >= $1::timestamptz AND completed_at < $2::timestamptz
+  AND ($4::text IS NULL OR queue = $4) AND ($5::text IS NULL OR kind = $5)
+GROUP BY 1
+ORDER BY 1;
+
 -- name: NextJobDueAt
 SELECT min(scheduled_at) FROM {ns}.octop_jobs WHERE queue = $1 AND status IN ('pending', 'failed');
 

@@ -261,6 +261,7 @@ class PostgresStore final : public Store {
         list_jobs_(Make("ListJobs", sql::kListJobs)),
         list_failed_jobs_(Make("ListFailedJobs", sql::kListFailedJobs)),
         job_summary_(Make("JobSummary", sql::kJobSummary)),
+        job_stats_(Make("JobStats", sql::kJobStats)),
         next_job_due_(Make("NextJobDueAt", sql::kNextJobDueAt)),
         set_queue_paused_(Make("SetQueuePaused", sql::kSetQueuePaused)),
         list_queues_(Make("ListQueues", sql::kListQueues)),
@@ -666,6 +667,32 @@ class PostgresStore final : public Store {
     return summary;
   }
 
+  Result<JobStats> ComputeJobStats(const JobStatsParams& params) override {
+    OCTOP_ASSIGN_OR_RETURN(WallTime now, DatabaseNow());
+    OCTOP_ASSIGN_OR_RETURN(JobStats stats, JobStatsGrid(params, now));
+    if ((params.queue && !IsStorableText(*params.queue)) || (params.kind && !IsStorableText(*params.kind))) {
+      return stats;  // no stored job has such a name
+    }
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r, Run(job_stats_, {FormatTimestamp(stats.from), FormatTimestamp(stats.to),
+                                     std::to_string(params.bucket.count()), params.queue, params.kind}));
+    const auto us = [&](int i, int col) -> std::optional<std::chrono::microseconds> {
+      if (r.IsNull(i, col)) return std::nullopt;
+      return std::chrono::microseconds(std::stoll(r.Text(i, col)));
+    };
+    for (int i = 0; i < r.rows(); ++i) {
+      const long long index = std::stoll(r.Text(i, 0));
+      if (index < 0 || index >= static_cast<long long>(stats.buckets.size())) continue;
+      JobStatsBucket& b = stats.buckets[static_cast<std::size_t>(index)];
+      b.succeeded = Count(r, i, 1);
+      b.frozen = Count(r, i, 2);
+      b.avg_latency = us(i, 3);
+      b.max_latency = us(i, 4);
+      b.avg_run = us(i, 5);
+    }
+    return stats;
+  }
+
   Result<std::optional<WallTime>> NextJobDueAt(std::string_view queue) override {
     if (!IsStorableText(queue)) return std::optional<WallTime>();
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(next_job_due_, {std::string(queue)}));
@@ -887,8 +914,8 @@ class PostgresStore final : public Store {
   const Statement db_now_, upsert_, poll_, claim_, check_, release_, trigger_, cancel_, sweep_, list_all_,
       list_ids_, delete_;
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_, retry_job_,
-      cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, next_job_due_, set_queue_paused_,
-      list_queues_, delete_finished_, get_config_, set_config_, list_config_;
+      cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, job_stats_, next_job_due_,
+      set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_, list_config_;
 };
 
 }  // namespace

@@ -131,6 +131,26 @@ FROM octop_jobs
 GROUP BY queue, status
 ORDER BY queue, status;
 
+-- name: JobStats
+-- Finished jobs by bucket of completed_at in [:from, :to): the bucket index from whole milliseconds (rounding the
+-- julianday difference to a millisecond is exact for octop's millisecond times), latencies in milliseconds over the
+-- succeeded ones. Optional filters are NULL when absent.
+SELECT CAST(round((julianday(completed_at) - julianday(:from)) * 86400000.0) AS INTEGER) / :bucket_ms AS bucket,
+       sum(status = 'success'), sum(status = 'frozen'),
+       CAST(round(avg(CASE WHEN status = 'success'
+                      THEN (julianday(started_at) - julianday(scheduled_at)) * 86400000.0 END)) AS INTEGER),
+       CAST(round(max(CASE WHEN status = 'success'
+                      THEN (julianday(started_at) - julianday(scheduled_at)) * 86400000.0 END)) AS INTEGER),
+       CAST(round(avg(CASE WHEN status = 'success'
+                      THEN (julianday(completed_at) - julianday(started_at)) * 86400000.0 END)) AS INTEGER)
+FROM octop_jobs
+WHERE status IN ('success', 'frozen')
+  AND completed_at >= :from AND completed_at < :to
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:kind IS NULL OR kind = :kind)
+GROUP BY bucket
+ORDER BY bucket;
+
 -- name: NextJobDueAt
 SELECT min(scheduled_at) FROM octop_jobs WHERE queue = :queue AND status IN ('pending', 'failed');
 

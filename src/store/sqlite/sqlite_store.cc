@@ -1180,6 +1180,34 @@ class SqliteStore final : public Store {
     });
   }
 
+  Result<JobStats> ComputeJobStats(const JobStatsParams& params) override {
+    return Guard([&](Connection& conn) -> Result<JobStats> {
+      OCTOP_ASSIGN_OR_RETURN(JobStats stats, JobStatsGrid(params, ParseNow(Now(conn))));
+      const auto bucket_ms = std::chrono::duration_cast<std::chrono::milliseconds>(params.bucket).count();
+      Stmt row(conn, sql::kJobStats);
+      row.Bind(":from", FormatTime(stats.from))
+          .Bind(":to", FormatTime(stats.to))
+          .Bind(":bucket_ms", std::int64_t{bucket_ms})
+          .BindOpt(":queue", params.queue)
+          .BindOpt(":kind", params.kind);
+      const auto ms = [&](int col) -> std::optional<std::chrono::microseconds> {
+        if (row.IsNull(col)) return std::nullopt;
+        return std::chrono::milliseconds(row.Int(col));
+      };
+      while (row.Step()) {
+        const std::int64_t index = row.Int(0);
+        if (index < 0 || index >= static_cast<std::int64_t>(stats.buckets.size())) continue;
+        JobStatsBucket& b = stats.buckets[static_cast<std::size_t>(index)];
+        b.succeeded = static_cast<long>(row.Int(1));
+        b.frozen = static_cast<long>(row.Int(2));
+        b.avg_latency = ms(3);
+        b.max_latency = ms(4);
+        b.avg_run = ms(5);
+      }
+      return stats;
+    });
+  }
+
   Result<std::optional<WallTime>> NextJobDueAt(std::string_view queue) override {
     return Guard([&](Connection& conn) -> Result<std::optional<WallTime>> {
       Stmt row(conn, sql::kNextJobDueAt);
