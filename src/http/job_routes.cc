@@ -7,7 +7,10 @@
 
 #include <date/date.h>
 
+#include <octop/duration.h>
+
 #include "http/task_json.h"
+#include "store/store.h"
 
 namespace octop::http {
 
@@ -69,6 +72,30 @@ Result<std::optional<int>> IntField(const Json& body, const char* field, long lo
                                 " and " + std::to_string(max) + ", got " + Dump(*it));
   }
   return std::optional<int>(static_cast<int>(v));
+}
+
+// A duration query parameter ("1h", "60s", "PT1H"): the ms grammar of the config files.
+Result<std::chrono::microseconds> DurationQuery(const ApiRequest& req, const char* name,
+                                                std::chrono::microseconds fallback) {
+  auto v = req.Query(name);
+  if (!v || v->empty()) return fallback;
+  Result<Duration> d = Duration::ParseConfigString(*v);
+  if (!d.ok()) {
+    return InvalidArgumentError(std::string("'") + name +
+                                "' must be a duration such as 1h, 60s or PT1H, got '" + *v + "'");
+  }
+  return d->ToChrono();
+}
+
+std::optional<std::string> NameQuery(const ApiRequest& req, const char* name) {
+  auto v = req.Query(name);
+  if (!v || v->empty()) return std::nullopt;
+  return v;
+}
+
+Json Millis(const std::optional<std::chrono::microseconds>& d) {
+  if (!d) return Json();
+  return Json(static_cast<double>(d->count()) / 1000.0);
 }
 
 Result<ApiResponse> JobResponse(JobQueue& queue, const std::string& id) {
@@ -254,6 +281,33 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue) {
     return ApiResponse::Json(Dump(Json{{"counts", std::move(counts)},
                                        {"latestFailed", std::move(failed)},
                                        {"pausedQueues", summary.paused_queues}}));
+  });
+  // The dashboard's sparkline: finished jobs per bucket over a recent window (Store::ComputeJobStats).
+  server.AddRoute("GET", "/api/octop/v1/jobs/stats", [q](const ApiRequest& req) -> Result<ApiResponse> {
+    store::JobStatsParams params;
+    OCTOP_ASSIGN_OR_RETURN(params.window, DurationQuery(req, "window", params.window));
+    OCTOP_ASSIGN_OR_RETURN(params.bucket, DurationQuery(req, "bucket", params.bucket));
+    params.queue = NameQuery(req, "queue");
+    params.kind = NameQuery(req, "kind");
+    OCTOP_ASSIGN_OR_RETURN(store::JobStats stats, q->store().ComputeJobStats(params));
+    Json buckets = Json::array();
+    long succeeded = 0, frozen = 0;
+    for (const store::JobStatsBucket& b : stats.buckets) {
+      succeeded += b.succeeded;
+      frozen += b.frozen;
+      buckets.push_back(Json{{"t", FormatUtcIso(b.start)},
+                             {"succeeded", b.succeeded},
+                             {"frozen", b.frozen},
+                             {"avgLatencyMs", Millis(b.avg_latency)},
+                             {"maxLatencyMs", Millis(b.max_latency)},
+                             {"avgRunMs", Millis(b.avg_run)}});
+    }
+    return ApiResponse::Json(Dump(Json{{"now", FormatUtcIso(stats.db_now)},
+                                       {"from", FormatUtcIso(stats.from)},
+                                       {"to", FormatUtcIso(stats.to)},
+                                       {"bucketSeconds", static_cast<double>(stats.bucket.count()) / 1e6},
+                                       {"totals", Json{{"succeeded", succeeded}, {"frozen", frozen}}},
+                                       {"buckets", std::move(buckets)}}));
   });
   server.AddRoute("GET", "/api/octop/v1/jobs/:id", [q](const ApiRequest& req) -> Result<ApiResponse> {
     return JobResponse(*q, req.params[0]);

@@ -1,0 +1,137 @@
+// GET /api/octop/v1/jobs/stats over a real ApiServer on an ephemeral port: the JSON shape the dashboard's
+// sparkline reads, the window/bucket/queue/kind parameters, and 400s for bad ones. Jobs are claimed and
+// completed through the queue's store (the queue is not started) with a FakeClock as the database's now,
+// so every bucket and latency is exact.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <octop/queue.h>
+#include <octop/scheduler.h>
+#include <octop/testing/fake_clock.h>
+
+#include "http/api_server.h"
+#include "http/job_routes.h"
+#include "store/store.h"
+
+namespace octop::http {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class JobStatsRoute : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("octop-stats-route-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    const std::string url = "sqlite:" + dir_.string();
+    JobQueueOptions options;
+    options.database_url = url;
+    options.clock = &clock_;
+    auto queue = JobQueue::Open(options);
+    ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+    queue_ = std::move(*queue);
+    SchedulerOptions scheduler_options;
+    scheduler_options.database_url = url;
+    scheduler_options.clock = &clock_;
+    scheduler_ = std::make_unique<Scheduler>(scheduler_options);
+    server_ = std::make_unique<ApiServer>(*scheduler_, ApiServerOptions{.port = 0});
+    AddJobRoutes(*server_, *queue_);
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    scheduler_.reset();
+    queue_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A job of `kind` enqueued now, claimed after `latency`, succeeded (or failed for good) after `run`.
+  void Finish(const std::string& kind, milliseconds latency, milliseconds run, bool succeed = true) {
+    JobSpec spec;
+    spec.kind = kind;
+    spec.max_retries = 0;
+    auto id = queue_->Enqueue(spec);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    clock_.Advance(latency);
+    auto claimed = queue_->store().ClaimJobs({.queue = "default", .limit = 1, .worker_id = "t"});
+    ASSERT_TRUE(claimed.ok() && claimed->size() == 1u);
+    clock_.Advance(run);
+    auto applied = queue_->store().CompleteJobs(
+        {{.id = claimed->front().id,
+          .attempt_token = claimed->front().attempt_token.value_or(""),
+          .outcome = succeed ? store::JobOutcome::kSuccess : store::JobOutcome::kFail,
+          .error = succeed ? std::nullopt : std::optional<std::string>("boom")}});
+    ASSERT_TRUE(applied.ok() && applied->front());
+  }
+
+  Json Get(const std::string& target, int expected_status = 200) {
+    auto res = client_->Get(target);
+    EXPECT_TRUE(res) << "no response to " << target;
+    if (!res) return Json();
+    EXPECT_EQ(res->status, expected_status) << target << ": " << res->body;
+    return Json::parse(res->body, nullptr, false);
+  }
+
+  octop::testing::FakeClock clock_;  // 2026-01-01T00:00:00Z; declared first: outlives everything
+  std::filesystem::path dir_;
+  std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ApiServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(JobStatsRoute, ReturnsEveryBucketWithCountsAndLatencies) {
+  clock_.Advance(seconds(30));
+  Finish("greet", milliseconds(1500), milliseconds(250));  // ends 00:00:31.750
+  Finish("greet", milliseconds(500), milliseconds(750));   // ends 00:00:33.000
+  Finish("ledger", milliseconds(100), milliseconds(100), /*succeed=*/false);
+
+  const Json stats = Get("/api/octop/v1/jobs/stats?window=5m&bucket=60s");
+  EXPECT_EQ(stats["now"], "2026-01-01T00:00:33.200Z");
+  EXPECT_EQ(stats["from"], "2025-12-31T23:56:00.000Z");
+  EXPECT_EQ(stats["to"], "2026-01-01T00:01:00.000Z");
+  EXPECT_EQ(stats["bucketSeconds"], 60.0);
+  EXPECT_EQ(stats["totals"], Json::parse(R"({"succeeded":2,"frozen":1})"));
+  ASSERT_EQ(stats["buckets"].size(), 5u);
+  EXPECT_EQ(stats["buckets"][0], Json::parse(R"({"t":"2025-12-31T23:56:00.000Z","succeeded":0,"frozen":0,
+      "avgLatencyMs":null,"maxLatencyMs":null,"avgRunMs":null})"));
+  EXPECT_EQ(stats["buckets"][4], Json::parse(R"({"t":"2026-01-01T00:00:00.000Z","succeeded":2,"frozen":1,
+      "avgLatencyMs":1000.0,"maxLatencyMs":1500.0,"avgRunMs":500.0})"));
+
+  // The defaults are one hour in minutes; kind narrows.
+  const Json hour = Get("/api/octop/v1/jobs/stats");
+  EXPECT_EQ(hour["buckets"].size(), 60u);
+  EXPECT_EQ(hour["bucketSeconds"], 60.0);
+  const Json ledger = Get("/api/octop/v1/jobs/stats?window=PT5M&bucket=1m&kind=ledger");
+  EXPECT_EQ(ledger["totals"], Json::parse(R"({"succeeded":0,"frozen":1})"));
+  EXPECT_EQ(ledger["buckets"][4]["avgLatencyMs"], nullptr);
+  const Json other = Get("/api/octop/v1/jobs/stats?queue=elsewhere");
+  EXPECT_EQ(other["totals"], Json::parse(R"({"succeeded":0,"frozen":0})"));
+}
+
+TEST_F(JobStatsRoute, BadParametersAre400WithTheReason) {
+  Json error = Get("/api/octop/v1/jobs/stats?bucket=soon", 400);
+  EXPECT_EQ(error["error"]["name"], "InputError");
+  EXPECT_EQ(error["error"]["message"], "'bucket' must be a duration such as 1h, 60s or PT1H, got 'soon'");
+  error = Get("/api/octop/v1/jobs/stats?window=30d", 400);
+  EXPECT_EQ(error["error"]["message"], "job stats: the window must be between 1 second and 7 days");
+  error = Get("/api/octop/v1/jobs/stats?window=1h&bucket=1s", 400);
+  EXPECT_EQ(error["error"]["message"], "job stats: at most 1440 buckets, got 3600 (window / bucket)");
+  // Not taken for a job id.
+  EXPECT_EQ(Get("/api/octop/v1/jobs/stats?bucket=500ms", 400)["error"]["name"], "InputError");
+}
+
+}  // namespace
+}  // namespace octop::http
