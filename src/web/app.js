@@ -1,17 +1,15 @@
-// The Tasks page: polls every plugin's scheduler API every 2 s while the tab is visible, renders one table per
-// plugin, and sends Trigger / Cancel. Rows are keyed by plugin and task id and updated in place, so an open
-// error, a pressed button or a message survives the refresh. Every value from the API is set as text, never
-// as HTML. A POST answered 401 asks for the bearer token (once; it is kept in sessionStorage) and retries.
+// The Tasks page (#/): polls every plugin's scheduler API every 2 s while the page is on screen and the tab
+// is visible, renders one table per plugin, and sends Trigger / Cancel. Rows are keyed by plugin and task id
+// and updated in place, so an open error, a pressed button or a message survives the refresh. Requests, the
+// bearer token, the live indicator and messages come from OctopShell (shell.js).
 (function () {
   'use strict';
 
   const F = window.OctopFormat;
+  const S = window.OctopShell;
+  const { $, el, setText, getJson, post, setLive, timeBlock } = S;
   const POLL_MS = 2000;
-  const REQUEST_TIMEOUT_MS = 8000;
-  const TOKEN_KEY = 'octop.token';
-  const MESSAGE_MS = { ok: 6000, error: 20000 };
 
-  const $ = (id) => document.getElementById(id);
   const pluginsEl = $('plugins');
 
   const view = {
@@ -22,140 +20,11 @@
     refreshes: 0,
   };
 
-  function el(tag, className, text) {
-    const e = document.createElement(tag);
-    if (className) e.className = className;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function setText(e, text) {
-    if (e.textContent !== text) e.textContent = text;
-  }
   function tasksUrl(pluginId) {
     return `api/${encodeURIComponent(pluginId)}/.backstage/scheduler/v1/tasks`;
   }
 
-  // ---- Requests ----------------------------------------------------------------------------------------
-
-  function token() {
-    try {
-      return sessionStorage.getItem(TOKEN_KEY);
-    } catch (e) {
-      return null;
-    }
-  }
-  function setToken(value) {
-    try {
-      if (value) sessionStorage.setItem(TOKEN_KEY, value);
-      else sessionStorage.removeItem(TOKEN_KEY);
-    } catch (e) {
-      // Storage disabled: the token then lives only as long as this call chain.
-    }
-    renderTokenStatus();
-  }
-
-  async function request(method, url, bearer) {
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
-    const headers = { Accept: 'application/json' };
-    if (bearer) headers.Authorization = `Bearer ${bearer}`;
-    try {
-      const res = await fetch(url, { method, headers, signal: controller.signal, cache: 'no-store' });
-      const body = await res.text();
-      return { status: res.status, ok: res.ok, body };
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  async function getJson(url) {
-    const r = await request('GET', url, token());
-    if (!r.ok) throw new Error(F.describeApiError(r.status, r.body));
-    return JSON.parse(r.body);
-  }
-
-  // A POST; on 401 it asks for the token (again only if the one tried was rejected) and retries. Resolves to
-  // {ok, status, message}; `cancelled` when the user closed the token form.
-  async function post(url) {
-    let bearer = token();
-    let r = await request('POST', url, bearer);
-    while (r.status === 401) {
-      const rejected = Boolean(bearer);
-      if (rejected) setToken(null);
-      bearer = await askForToken(rejected ? 'That token was rejected; enter the current one.' : null);
-      if (!bearer) {
-        return { ok: false, status: 401, cancelled: true,
-          message: 'Not sent: this octopd requires a bearer token for trigger and cancel.' };
-      }
-      r = await request('POST', url, bearer);
-      if (r.status !== 401) setToken(bearer);
-    }
-    return { ok: r.ok, status: r.status, message: r.ok ? '' : F.describeApiError(r.status, r.body) };
-  }
-
-  // ---- The token form ----------------------------------------------------------------------------------
-
-  let pendingToken = null; // one form for every POST waiting on it
-
-  function askForToken(errorText) {
-    if (pendingToken) return pendingToken;
-    const dialog = $('token-dialog');
-    const input = $('token-input');
-    const error = $('token-error');
-    error.hidden = !errorText;
-    error.textContent = errorText || '';
-    input.value = '';
-    pendingToken = new Promise((resolve) => {
-      const finish = (value) => {
-        $('token-form').removeEventListener('submit', onSubmit);
-        $('token-cancel').removeEventListener('click', onCancel);
-        dialog.removeEventListener('cancel', onCancel);
-        if (dialog.open) dialog.close();
-        pendingToken = null;
-        resolve(value);
-      };
-      const onSubmit = (event) => {
-        event.preventDefault();
-        const value = input.value.trim();
-        if (!value) {
-          error.hidden = false;
-          error.textContent = 'Enter the token configured as http.token.';
-          return;
-        }
-        finish(value);
-      };
-      const onCancel = (event) => {
-        event.preventDefault();
-        finish(null);
-      };
-      $('token-form').addEventListener('submit', onSubmit);
-      $('token-cancel').addEventListener('click', onCancel);
-      dialog.addEventListener('cancel', onCancel);
-    });
-    dialog.showModal();
-    input.focus();
-    return pendingToken;
-  }
-
-  function renderTokenStatus() {
-    $('token-status').hidden = !token();
-  }
-  $('forget-token').addEventListener('click', () => setToken(null));
-
   // ---- Rendering ---------------------------------------------------------------------------------------
-
-  function timeBlock(container, iso, now, prefix) {
-    const ms = Date.parse(iso);
-    container.replaceChildren();
-    if (Number.isNaN(ms)) {
-      container.append(el('span', 'muted', iso));
-      return;
-    }
-    const abs = el('time', 'abs', (prefix || '') + F.formatAbsolute(ms, now));
-    abs.dateTime = iso;
-    abs.title = iso;
-    container.append(abs, el('span', 'rel', F.formatRelative(ms, now)));
-  }
 
   function createPluginSection(pluginId) {
     const section = el('section', 'plugin');
@@ -399,18 +268,8 @@
     setText($('summary'), view.lastOk === null ? '' : parts.join(' · '));
   }
 
-  // ---- Live status -------------------------------------------------------------------------------------
-
-  function setLive(kind, text) {
-    const live = $('live');
-    live.dataset.state = kind;
-    setText($('live-text'), text);
-  }
-
   function showConnectionError(message) {
-    const banner = $('connection-error');
-    banner.hidden = !message;
-    setText(banner, message ? `Cannot reach octopd: ${message}. Retrying every ${POLL_MS / 1000} s.` : '');
+    S.showConnectionError($('connection-error'), message, POLL_MS);
   }
 
   // ---- Polling -----------------------------------------------------------------------------------------
@@ -439,11 +298,13 @@
       for (const pluginId of [...view.data.keys()]) if (!order.includes(pluginId)) view.data.delete(pluginId);
       view.lastOk = Date.now();
       showConnectionError(null);
-      if (!document.hidden) setLive('live', `Live · updated ${F.formatAbsolute(view.lastOk, view.lastOk)}`);
+      if (!document.hidden && S.isCurrent('tasks')) {
+        setLive('live', `Live · updated ${F.formatAbsolute(view.lastOk, view.lastOk)}`);
+      }
     } catch (e) {
       const reason = e.name === 'AbortError' ? 'the request timed out' : e.message;
       showConnectionError(reason);
-      setLive('error', 'Disconnected');
+      if (S.isCurrent('tasks')) setLive('error', 'Disconnected');
     }
     view.refreshes++;
     document.body.dataset.refreshes = String(view.refreshes);
@@ -459,7 +320,7 @@
   function schedule() {
     clearTimeout(timer);
     timer = null;
-    if (document.hidden) return;
+    if (document.hidden || !S.isCurrent('tasks')) return;
     timer = setTimeout(tick, POLL_MS);
   }
 
@@ -469,6 +330,7 @@
   }
 
   document.addEventListener('visibilitychange', () => {
+    if (!S.isCurrent('tasks')) return;
     if (document.hidden) {
       clearTimeout(timer);
       timer = null;
@@ -481,18 +343,7 @@
   // ---- Actions -----------------------------------------------------------------------------------------
 
   function showMessage(row, kind, text) {
-    clearTimeout(row.messageTimer);
-    row.message.hidden = false;
-    row.message.dataset.kind = kind;
-    row.message.replaceChildren(el('span', 'text', text));
-    if (kind === 'error') {
-      const close = el('button', 'link-button dismiss', '×');
-      close.type = 'button';
-      close.setAttribute('aria-label', 'Dismiss');
-      close.addEventListener('click', () => { row.message.hidden = true; });
-      row.message.append(close);
-    }
-    row.messageTimer = setTimeout(() => { row.message.hidden = true; }, MESSAGE_MS[kind] || MESSAGE_MS.ok);
+    S.showMessage(row, kind, text);
   }
 
   async function act(row, action) {
@@ -518,6 +369,14 @@
 
   $('filter').addEventListener('input', render);
 
-  renderTokenStatus();
-  tick();
+  S.page('tasks', {
+    title: 'Tasks',
+    start() {
+      tick();
+    },
+    stop() {
+      clearTimeout(timer);
+      timer = null;
+    },
+  });
 })();

@@ -281,6 +281,78 @@
     return `${title}: ${message || 'no details given'} (HTTP ${status})`;
   }
 
+  // ---- Routes ------------------------------------------------------------------------------------------
+
+  // "#/queue?kind=greet&status=frozen" -> {name: 'queue', params: {kind: 'greet', status: 'frozen'}};
+  // "", "#", "#/" -> the Tasks page.
+  function parseRoute(hash) {
+    const text = typeof hash === 'string' ? hash.replace(/^#\/?/, '') : '';
+    const q = text.indexOf('?');
+    const path = q < 0 ? text : text.slice(0, q);
+    const params = {};
+    if (q >= 0) {
+      for (const [k, v] of new URLSearchParams(text.slice(q + 1))) if (v !== '') params[k] = v;
+    }
+    return { name: path.replace(/\/+$/, '') || 'tasks', params };
+  }
+
+  // The inverse for the pages' own filters: empty values are left out, keys in the given order.
+  function formatRoute(name, params) {
+    const search = new URLSearchParams();
+    for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') search.set(k, v);
+    const qs = search.toString();
+    return `#/${name === 'tasks' ? '' : name}${qs ? `?${qs}` : ''}`;
+  }
+
+  // ---- Queue page ---------------------------------------------------------------------------------------
+
+  // A duration in milliseconds for a latency: "850 ms", "2.4 s", "3 min 5 s", "—" when absent.
+  function formatMs(ms) {
+    if (ms === null || ms === undefined || !Number.isFinite(ms)) return '—';
+    if (ms < 1) return `${ms.toFixed(2)} ms`;
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
+    const min = Math.floor(ms / 60000);
+    const sec = Math.round((ms % 60000) / 1000);
+    return sec ? `${min} min ${sec} s` : `${min} min`;
+  }
+
+  // A job's payload (any JSON value) as indented text; a one-line preview for the collapsed form.
+  function prettyJson(value) {
+    if (value === undefined) return '';
+    return JSON.stringify(value, null, 2);
+  }
+  function jsonPreview(value, max = 80) {
+    const text = value === undefined ? '' : JSON.stringify(value);
+    return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  }
+
+  // The sparkline's geometry: `values` (numbers or null for "no data") over `width` x `height` with `pad`
+  // pixels inside the edges. Returns {points: [{x, y, value, index}], path, max}: one point per non-null
+  // value, `path` an SVG path that breaks at nulls. The vertical scale starts at 0 and tops at the largest
+  // value (at least `minMax`, so a few jobs do not look like a flood).
+  function sparkline(values, { width = 240, height = 40, pad = 3, minMax = 1 } = {}) {
+    const n = values.length;
+    let max = minMax;
+    for (const v of values) if (v !== null && v !== undefined && v > max) max = v;
+    const step = n > 1 ? (width - 2 * pad) / (n - 1) : 0;
+    const points = [];
+    let path = '';
+    let pen = false;
+    values.forEach((v, index) => {
+      if (v === null || v === undefined || !Number.isFinite(v)) {
+        pen = false;
+        return;
+      }
+      const x = Math.round((pad + index * step) * 10) / 10;
+      const y = Math.round((height - pad - (v / max) * (height - 2 * pad)) * 10) / 10;
+      points.push({ x, y, value: v, index });
+      path += `${pen ? 'L' : 'M'}${x} ${y} `;
+      pen = true;
+    });
+    return { points, path: path.trim(), max };
+  }
+
   return {
     parseIsoDuration,
     describeDuration,
@@ -290,5 +362,11 @@
     formatAbsolute,
     parseRunError,
     describeApiError,
+    parseRoute,
+    formatRoute,
+    formatMs,
+    prettyJson,
+    jsonPreview,
+    sparkline,
   };
 });

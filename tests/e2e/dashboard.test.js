@@ -1,12 +1,15 @@
 // End-to-end tests of the dashboard: a real octopd (OCTOPD_BINARY, default build/debug/apps/octopd/octopd) on an
 // ephemeral port with SQLite in a temp dir, the page opened in headless Debian chromium. Each test starts its
-// own octopd and browser. Waits are conditions with deadlines (Playwright's auto-waiting expectations and
+// own octopd and browser context. Waits are conditions with deadlines (Playwright's auto-waiting expectations and
 // harness.waitFor), never fixed sleeps.
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Octopd, openBrowser, screenshotDir, waitFor } from './harness.js';
+import { Octopd, openContext, closeSharedBrowser, screenshotDir, waitFor } from './harness.js';
+
+// One chromium for the file, a fresh context (storage, cache) per test: launching costs seconds.
+after(closeSharedBrowser);
 
 const TOKEN = 'e2e-token-0123456789abcdef';
 
@@ -15,7 +18,7 @@ async function setup(t, { token, colorScheme } = {}) {
   const octopd = await Octopd.start({ token });
   let browser;
   try {
-    browser = await openBrowser({ colorScheme });
+    browser = await openContext({ colorScheme });
   } catch (e) {
     await octopd.stop();
     throw e;
@@ -75,11 +78,9 @@ test('lists every plugin\'s tasks with scope, cadence in words, state and next r
   // The local task's worker waits out its initial delay.
   assert.equal(await textOf(row(page, 'demo', 'local-cache-refresh').locator('.badge.worker')), 'initial-wait');
 
-  // The queue page is a marked placeholder, not a link with fake data.
-  const queue = page.locator('.nav-item.placeholder');
-  assert.equal(await textOf(queue), 'Queue (coming with the job queue)');
-  assert.equal(await queue.getAttribute('aria-disabled'), 'true');
-  assert.equal(await queue.evaluate((e) => e.tagName), 'SPAN');
+  // The nav marks Tasks as the page on screen and links the Queue page (tests in queue.test.js).
+  assert.equal(await page.locator('.nav-item[aria-current="page"]').getAttribute('data-page'), 'tasks');
+  assert.equal(await page.locator('.nav-item[data-page="queue"]').getAttribute('href'), '#/queue');
 });
 
 test('Trigger on a manual task runs it (checked through the API and its marker file)', async (t) => {

@@ -34,7 +34,8 @@ export async function waitFor(probe, { timeout = 15000, interval = 50, what = 'c
 }
 
 // The example-like configuration: the task kinds of examples/octop.yaml, with marker files in `dir` and a
-// second plugin. `token`: sets http.token.
+// second plugin, and job handlers: greet (succeeds), sync-ledger (fails with a message on stderr until the
+// marker file ledger.ok exists) and report on queue "reports". `token`: sets http.token.
 export function exampleConfig(dir, { token } = {}) {
   const q = (s) => `'${s.replaceAll("'", "''")}'`;
   const marker = (name) => path.join(dir, name);
@@ -76,6 +77,19 @@ plugins:
       - id: ledger:sync/eu
         schedule: { frequency: { trigger: manual }, timeout: 1m }
         command: [sh, -c, ${q(`touch ${marker('ledger.marker')}`)}]
+jobs:
+  handlers:
+    - kind: greet
+      concurrency: 2
+      timeout: 30s
+      command: [sh, -c, 'echo "greeting $(cat)"']
+    - kind: sync-ledger
+      timeout: 30s
+      command: [sh, -c, ${q(`cat >/dev/null; if [ -f ${marker('ledger.ok')} ]; then echo synced; else echo "ledger unreachable: connection refused" >&2; exit 1; fi`)}]
+    - kind: report
+      queue: reports
+      timeout: 30s
+      command: [sh, -c, 'cat >/dev/null; echo reported']
 `;
 }
 
@@ -137,6 +151,45 @@ export class Octopd {
     return { status: res.status, body: await res.text() };
   }
 
+  // A request to octopd's API: {status, body (parsed JSON, or the text when it is not JSON)}.
+  async api(method, urlPath, { body, token } = {}) {
+    const headers = { Accept: 'application/json' };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const res = await fetch(`${this.base}${urlPath}`,
+      { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    let parsed = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch (e) {
+      // not JSON: the text itself
+    }
+    return { status: res.status, body: parsed };
+  }
+
+  // POST /api/octop/v1/jobs; returns the new job's id.
+  async enqueue(spec, token) {
+    const r = await this.api('POST', '/api/octop/v1/jobs', { body: spec, token });
+    if (r.status !== 201) throw new Error(`enqueue ${JSON.stringify(spec)}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.id;
+  }
+
+  async job(id) {
+    const r = await this.api('GET', `/api/octop/v1/jobs/${encodeURIComponent(id)}`);
+    if (r.status !== 200) throw new Error(`GET job ${id}: HTTP ${r.status}`);
+    return r.body;
+  }
+
+  // Waits until job `id` has `status` (one of, when an array); returns the job.
+  async waitForJob(id, status, options = {}) {
+    const wanted = Array.isArray(status) ? status : [status];
+    return waitFor(async () => {
+      const j = await this.job(id);
+      return wanted.includes(j.status) ? j : null;
+    }, { what: `job ${id} to be ${wanted.join(' or ')}`, ...options });
+  }
+
   // SIGTERM, then the exit status: {code, signal}. A graceful stop is code 0, so a sanitizer report (which
   // makes the process exit non-zero) fails the test that ran it.
   async stop() {
@@ -177,4 +230,37 @@ export async function openBrowser({ colorScheme = 'light' } = {}) {
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+// One headless chromium shared by the tests of a file (launching one costs seconds on a loaded machine), and
+// a fresh context per test: its own cookies, storage and cache, so each test still starts from nothing. Call
+// closeSharedBrowser() after the file's tests.
+let sharedBrowser = null;
+export async function openContext({ colorScheme = 'light' } = {}) {
+  if (!sharedBrowser) {
+    sharedBrowser = chromium.launch({
+      executablePath: chromiumPath,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  }
+  const browser = await sharedBrowser;
+  const context = await browser.newContext({
+    viewport: { width: 1440, height: 900 },
+    colorScheme,
+    timezoneId: 'Europe/Paris',
+    locale: 'en-GB',
+  });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  return { context, page, errors, close: () => context.close() };
+}
+
+export async function closeSharedBrowser() {
+  if (!sharedBrowser) return;
+  const browser = await sharedBrowser;
+  sharedBrowser = null;
+  await browser.close();
 }
