@@ -4,6 +4,7 @@
 //
 // Needs a server: OCTOP_TEST_PG_URL (make test starts one). Without it every test is skipped, unless
 // OCTOP_REQUIRE_PG=1, which turns the skip into a failure.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -216,6 +217,50 @@ TEST_F(PostgresSpecificTest, ListenerHearsTriggersFromAnotherStoreOfTheSameNames
     EXPECT_EQ(n.channel, kTasksChannel);
     EXPECT_EQ(n.payload, "mine");
   }
+}
+
+// A claim and an enqueue's wake-up commit with synchronous_commit off for their own transaction only
+// (docs/jobs.md "Durability of claims"). The pooled session must keep its setting, or every later completion
+// on that connection would stop waiting for its WAL flush; and the wake-up must still reach other stores.
+TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabilitySettingAlone) {
+  StoreOptions options;
+  options.ns = ns_;
+  options.pool_size = 1;  // every call below runs on the same session
+  auto opened = OpenPostgresStore(url_ + "&options=-c%20synchronous_commit%3Don", options);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Store> store = std::move(opened).value();
+  ASSERT_TRUE(store->Migrate().ok());
+  auto listening = Open(ns_);
+  ASSERT_NE(listening, nullptr);
+  auto listener = listening->Listen({std::string(kJobsChannel)});
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  auto setting = [&] {
+    std::string value;
+    Status s = store->WithTransaction([&](StoreTransaction& tx) -> Status {
+      OCTOP_ASSIGN_OR_RETURN(SqlRows rows, tx.Execute("SELECT current_setting('synchronous_commit')", {}));
+      if (!rows.rows.empty()) value = rows.rows[0][0].value_or("");
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return value;
+  };
+  ASSERT_EQ(setting(), "on");
+
+  ASSERT_TRUE(store->EnqueueJobs({{.queue = "wake", .kind = "k"}}).ok());
+  EXPECT_EQ(setting(), "on");
+  std::vector<Notification> seen = WaitFor(**listener, "wake");
+  EXPECT_TRUE(
+      std::any_of(seen.begin(), seen.end(), [](const Notification& n) { return n.payload == "wake"; }));
+
+  auto claimed = store->ClaimJobs({.queue = "wake", .limit = 1});
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_EQ(setting(), "on");
+  auto completed = store->CompleteJobs({{.id = claimed->front().id,
+                                         .attempt_token = claimed->front().attempt_token.value_or(""),
+                                         .outcome = JobOutcome::kSuccess}});
+  ASSERT_TRUE(completed.ok()) << completed.status().ToString();
+  EXPECT_EQ(*completed, std::vector<bool>{true});
 }
 
 TEST_F(PostgresSpecificTest, ListenerReconnectsAfterItsBackendIsTerminated) {

@@ -13,7 +13,8 @@
 -- $8 offsets, $9 max_retries, $10 unique keys (NULL: none), $11 the notification prefix "<ns>/".
 -- A unique key held by a live job (pending, running, failed) makes ON CONFLICT skip the row: the partial unique index
 -- decides atomically, waiting for a concurrent inserter of the same key to commit or roll back. Skipped items are
--- then looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit.
+-- then looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit. $11 NULL:
+-- no NOTIFY here (Store::EnqueueJobs sends NotifyJobQueues after its commit instead).
 WITH input AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[],
                        $8::interval[], $9::int[], $10::text[])
@@ -26,8 +27,19 @@ inserted AS (
   FROM input ORDER BY ord
   ON CONFLICT (unique_key) WHERE status IN ('pending', 'running', 'failed') DO NOTHING
   RETURNING id, queue),
-notified AS (SELECT pg_notify('octop_jobs', $11 || q.queue) FROM (SELECT DISTINCT queue FROM inserted) q)
+notified AS (SELECT pg_notify('octop_jobs', $11 || q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
+             WHERE $11::text IS NOT NULL)
 SELECT id::text, (SELECT count(*) FROM notified) FROM inserted;
+
+-- name: NotifyJobQueues
+-- $1 notification prefix "<ns>/", $2 queues. The wake-up of a committed Store::EnqueueJobs, in a transaction of
+-- its own. A NOTIFY holds one cluster-wide lock from its commit's start to its end, WAL flush included: inside the
+-- enqueue transaction every notifying enqueue would wait for the previous one's fsync (about 200 enqueues/s at
+-- 5 ms a flush). Here nothing durable is written, so the commit does not wait for the flush (synchronous_commit
+-- off for this transaction only) and the lock is held for microseconds. A wake-up lost in a crash is covered by
+-- polling, as any missed notification is.
+SELECT (SELECT set_config('synchronous_commit', 'off', true)),
+       (SELECT count(*) FROM (SELECT pg_notify('octop_jobs', $1 || q) FROM unnest($2::text[]) q) n);
 
 -- name: FindLiveJobsByKeys
 -- $1 unique keys. Read in a new snapshot (READ COMMITTED), so it sees the job a concurrent enqueuer committed.
@@ -38,6 +50,10 @@ WHERE unique_key = ANY ($1::text[]) AND status IN ('pending', 'running', 'failed
 -- $2 queue, $3 limit, $4 kinds (NULL: any), $5 timeout, $6 worker id. One statement: the subquery locks up to $3
 -- due rows in claim order, skipping rows another claimer holds (SKIP LOCKED: claimers never wait for each other and
 -- never get the same job); the row lock re-checks status, so a row claimed and committed meanwhile is left out.
+-- The claim commits without waiting for its WAL flush (the set_config, evaluated once: synchronous_commit off for
+-- this transaction only); docs/jobs.md "Durability of claims" argues why that is safe: a claim lost in a crash
+-- leaves the job pending, or running until its expiry and the rescuer, and the attempt's completion, which commits
+-- synchronously, flushes the claim's WAL before its own.
 WITH picked AS (
   SELECT id FROM {ns}.octop_jobs
   WHERE queue = $2
@@ -45,6 +61,7 @@ WITH picked AS (
     AND scheduled_at <= COALESCE($1::timestamptz, now())
     AND ($4::text[] IS NULL OR kind = ANY ($4::text[]))
     AND NOT EXISTS (SELECT 1 FROM {ns}.octop_queues q WHERE q.name = $2 AND q.paused)
+    AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
   ORDER BY priority, scheduled_at, id
   LIMIT $3
   FOR UPDATE SKIP LOCKED)

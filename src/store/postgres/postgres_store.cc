@@ -268,7 +268,8 @@ class PostgresStore final : public Store {
         delete_finished_(Make("DeleteFinishedJobs", sql::kDeleteFinishedJobs)),
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
-        list_config_(Make("ListConfig", sql::kListConfig)) {}
+        list_config_(Make("ListConfig", sql::kListConfig)),
+        notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)) {}
 
   // Opens the first connection so that an unreachable server is reported by OpenStore.
   Status Connect() {
@@ -497,8 +498,15 @@ class PostgresStore final : public Store {
     // Without unique keys the batch is one statement, hence one transaction. With them the lookups of skipped
     // items and any re-insert must commit with it.
     if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
-    OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueuedJob> out, EnqueueOn(*conn, jobs));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueuedJob> out, EnqueueOn(*conn, jobs, /*notify=*/false));
     if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+    // The wake-up goes in a transaction of its own after the commit (jobs.sql NotifyJobQueues says why). Its
+    // failure is not the enqueue's: the jobs are committed, and polling finds them.
+    std::set<std::string> queues;
+    for (const EnqueueJobParams& job : jobs) queues.insert(job.queue);
+    std::vector<std::optional<std::string>> names(queues.begin(), queues.end());
+    (void)conn->ExecPrepared(notify_job_queues_.name, notify_job_queues_.text,
+                             {postgres::PgNotifyPrefix(schema_), ArrayLiteral(names)});
     return out;
   }
 
@@ -766,14 +774,16 @@ class PostgresStore final : public Store {
   }
 
   // Inserts a validated batch on `conn` (inside a transaction when any item has a unique key). Items skipped
-  // by ON CONFLICT are looked up; one whose live duplicate finished in between is inserted again.
+  // by ON CONFLICT are looked up; one whose live duplicate finished in between is inserted again. `notify`:
+  // the statement itself NOTIFYs (delivered when the enclosing transaction commits).
   Result<std::vector<EnqueuedJob>> EnqueueOn(postgres::PgConnection& conn,
-                                             const std::vector<EnqueueJobParams>& jobs) {
+                                             const std::vector<EnqueueJobParams>& jobs, bool notify) {
     std::vector<EnqueuedJob> out(jobs.size());
     for (EnqueuedJob& job : out) job.id = NewJobId();
     std::vector<std::size_t> todo(jobs.size());
     for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
-    const std::string prefix = postgres::PgNotifyPrefix(schema_);
+    std::optional<std::string> prefix;
+    if (notify) prefix = postgres::PgNotifyPrefix(schema_);
     for (int attempt = 0; attempt < kEnqueueAttempts && !todo.empty(); ++attempt) {
       std::vector<std::optional<std::string>> ids, queues, kinds, payloads, priorities, ats, delays, retries,
           keys;
@@ -856,7 +866,7 @@ class PostgresStore final : public Store {
     Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
       OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
       if (failure_) return FailedPreconditionError("the transaction already failed: " + failure_->message());
-      Result<std::vector<EnqueuedJob>> out = store_.EnqueueOn(conn_, jobs);
+      Result<std::vector<EnqueuedJob>> out = store_.EnqueueOn(conn_, jobs, /*notify=*/true);
       if (!out.ok()) failure_ = out.status();
       return out;
     }
@@ -916,6 +926,7 @@ class PostgresStore final : public Store {
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_, retry_job_,
       cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, job_stats_, next_job_due_,
       set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_, list_config_;
+  const Statement notify_job_queues_;
 };
 
 }  // namespace
