@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 
-.PHONY: help deps demo test build bench fuzz format lint clean
+.PHONY: help deps demo test build bench chaos fuzz format lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,7 +23,10 @@ test: deps ## build everything (ASan/UBSan, TSan, fuzz) and run every test again
 bench: deps ## release build and the benchmark tables (not part of make test)
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
-	@if [ -x build/release/bench/octop_bench ]; then build/release/bench/octop_bench; else echo "no benchmarks yet"; fi
+	@scripts/bench.sh
+
+chaos: build ## the long chaos test: octopd nodes on one PostgreSQL under kills, freezes, restarts (CHAOS_MINUTES, default 15)
+	@scripts/run-chaos.sh --long
 
 fuzz: deps ## run each fuzz target for FUZZ_SECONDS (default 120)
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-120} scripts/run-fuzz.sh
