@@ -349,8 +349,10 @@ struct JobSummary {
 // rows retention keeps. Buckets are aligned to multiples of `bucket` since the epoch, so successive calls
 // show the same buckets: `to` is the end of the bucket holding the database's now, `from` = to - n * bucket
 // with n = ceil(window / bucket). A job counts in the bucket of its completed_at (success and frozen set it;
-// a failed job waiting for its retry has none and is not counted). window 1 s .. 7 days, bucket >= 1 s, n <=
-// 1440; kInvalidArgument otherwise. queue/kind: NULL = any.
+// a failed job waiting for its retry has none and is not counted). window 1 s .. 7 days; bucket at least
+// 1 s and a whole number of milliseconds; n <= kMaxJobStatsBuckets; kInvalidArgument otherwise.
+// queue/kind: nullopt = any. One aggregate query over the window's finished rows (no index on
+// completed_at: callers poll it seconds apart, not per request).
 struct JobStatsParams {
   std::chrono::microseconds window{std::chrono::hours(1)};
   std::chrono::microseconds bucket{std::chrono::minutes(1)};
