@@ -287,6 +287,22 @@ class PostgresStore final : public Store {
       return InvalidArgumentError("schema version " + std::to_string(version) + " is not between 1 and " +
                                   std::to_string(kLatestSchemaVersion));
     }
+    // Already there: no DDL, no lock. So a least-privilege runtime role (DML only; docs/reliability.md) can
+    // start on a schema that the owner role migrated.
+    if (Result<int> current = SchemaVersion(); current.ok() && *current >= version) return Status::Ok();
+    Status migrated = ApplyMigrations(version);
+    if (!migrated.ok() && migrated.message().find("SQLSTATE 42501") != std::string::npos) {
+      Result<int> current = SchemaVersion();
+      return FailedPreconditionError(
+          "schema " + quoted_schema_ + " is at version " + (current.ok() ? std::to_string(*current) : "?") +
+          " of " + std::to_string(version) +
+          " and this database role may not migrate it: run `octop migrate` as the schema's owner role (" +
+          migrated.message() + ")");
+    }
+    return migrated;
+  }
+
+  Status ApplyMigrations(int version) {
     OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
     OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
     // Keyed by schema: nodes migrating the same namespace run one after the other; other namespaces are not

@@ -1,0 +1,311 @@
+// Fault injection at the store seam for the job queue (issue 9): a FaultyStore under each JobQueue node drops
+// the connection before the claim or completion statement, or after its COMMIT (an ambiguous commit), and
+// fails the management calls. The invariants, as docs/jobs.md promises them: every job reaches a final
+// status, none is lost, none runs twice at once, and delivery is at-least-once -- a job runs again only when
+// its completion was never written (then after its expiry, by the rescuer). Time is a FakeClock (the
+// database's now too); the completer's retry after a failed write waits on real time (1 s, by design).
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "faulty_store.h"
+#include "job_test_env.h"
+
+namespace octop::fault_testing {
+namespace {
+
+using namespace std::chrono_literals;
+using job_testing::Eventually;
+
+// Per job: how many times a handler ran it, and the most runs of it at one time (any node).
+class JobRecord {
+ public:
+  void Enter(const std::string& id) {
+    std::lock_guard lock(mu_);
+    ++runs_[id];
+    const int now = ++active_[id];
+    if (now > max_active_) max_active_ = now;
+  }
+  void Leave(const std::string& id) {
+    std::lock_guard lock(mu_);
+    --active_[id];
+  }
+  int runs(const std::string& id) const {
+    std::lock_guard lock(mu_);
+    auto it = runs_.find(id);
+    return it == runs_.end() ? 0 : it->second;
+  }
+  int total() const {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (const auto& [id, count] : runs_) n += count;
+    return n;
+  }
+  int max_active() const {
+    std::lock_guard lock(mu_);
+    return max_active_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int> runs_;
+  std::map<std::string, int> active_;
+  int max_active_ = 0;
+};
+
+class FaultJobQueueTest : public job_testing::JobQueueTestBase {
+ protected:
+  // Options for a node whose store goes through a FaultyStore driven by `plan`, on the fake clock.
+  JobQueueOptions FaultyOptions(std::shared_ptr<FaultPlan> plan) {
+    JobQueueOptions o = Options(&fake_clock_);
+    auto inner_factory = o.store_factory;
+    o.store_factory = [inner_factory, plan](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+      OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner, inner_factory(c));
+      return std::unique_ptr<store::Store>(std::make_unique<FaultyStore>(std::move(inner), plan));
+    };
+    o.rescue_interval = 1s;
+    o.rescue_grace = 0ms;
+    o.config_refresh_interval = 1h;
+    return o;
+  }
+
+  // A node that runs kind "job" on 4 workers; each run is recorded. The timeout is long because tests move
+  // fake time much faster than real time: a short one would expire runs that are merely being written.
+  JobQueue& Node(std::shared_ptr<FaultPlan> plan, JobRecord& record,
+                 std::chrono::milliseconds timeout = std::chrono::hours(1)) {
+    JobQueue& q = Open(FaultyOptions(std::move(plan)));
+    EXPECT_TRUE(q.RegisterHandler("job",
+                                  [&record](const JobContext& ctx) {
+                                    record.Enter(ctx.id);
+                                    record.Leave(ctx.id);
+                                    return JobResult::Done();
+                                  },
+                                  {.timeout = timeout})
+                    .ok());
+    EXPECT_TRUE(q.AddWorkers("default", 4).ok());
+    return q;
+  }
+
+  std::vector<std::string> EnqueueJobs(JobQueue& q, int n) {
+    std::vector<JobSpec> specs(static_cast<std::size_t>(n), Spec("job"));
+    auto enqueued = q.EnqueueMany(specs);
+    EXPECT_TRUE(enqueued.ok()) << enqueued.status().ToString();
+    std::vector<std::string> ids;
+    if (enqueued.ok()) {
+      for (const auto& e : *enqueued) ids.push_back(e.id);
+    }
+    return ids;
+  }
+
+  // Every job of `ids` is in a final status (success), read from the database.
+  bool AllSucceeded(store::Store& db, const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      auto job = db.GetJob(id);
+      if (!job.ok() || job->status != store::JobStatus::kSuccess) return false;
+    }
+    return true;
+  }
+
+  bool AdvanceUntil(const std::function<bool()>& condition, std::chrono::milliseconds step = 250ms) {
+    return Eventually([&] {
+      if (condition()) return true;
+      fake_clock_.Advance(step);
+      return false;
+    });
+  }
+
+  std::shared_ptr<FaultPlan> plan_ = std::make_shared<FaultPlan>();
+  JobRecord record_;
+  JobRecord record_b_;
+};
+
+constexpr int kJobs = 12;
+WallTime FakeStart() { return testing::FakeClock::DefaultStart(); }
+
+TEST_P(FaultJobQueueTest, ClaimDroppedBeforeTheStatementLosesNothingAndRunsEachJobOnce) {
+  JobQueue& q = Node(plan_, record_);
+  store::Store& db = Direct(fake_clock_);
+  plan_->FailNext(StoreOp::kClaimJobs, 3);
+  ASSERT_TRUE(q.Start().ok());
+  const auto ids = EnqueueJobs(q, kJobs);
+  ASSERT_TRUE(AdvanceUntil([&] { return AllSucceeded(db, ids); })) << logs_.Dump();
+  EXPECT_EQ(plan_->injected(StoreOp::kClaimJobs), 3);
+  if (record_.total() != kJobs) {
+    std::string rows;
+    for (const auto& id : ids) {
+      auto job = db.GetJob(id);
+      if (!job.ok()) continue;
+      rows += id + " attempt " + std::to_string(job->attempt) + " started " +
+              std::to_string(job->started_at ? (*job->started_at - FakeStart()).count() : -1) + " expires " +
+              std::to_string(job->expires_at ? (*job->expires_at - FakeStart()).count() : -1) + " created " +
+              std::to_string((job->created_at - FakeStart()).count()) + "\n";
+    }
+    ADD_FAILURE() << rows << "now " << (fake_clock_.WallNow() - FakeStart()).count() << "\n" << logs_.Dump();
+  }
+  for (const auto& id : ids) {
+    EXPECT_EQ(record_.runs(id), 1) << id;
+    EXPECT_EQ(db.GetJob(id)->attempt, 1) << "a claim that never reached the database used no attempt";
+  }
+  EXPECT_EQ(record_.max_active(), 1);
+  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "Failed to claim jobs of queue default"));
+  std::printf("[ figures  ] claim dropped x3: %d jobs, %d runs, all success\n", kJobs, record_.total());
+}
+
+TEST_P(FaultJobQueueTest, AmbiguousClaimStrandsItsJobsUntilTheRescuerThenEachRunsOnce) {
+  constexpr auto kTimeout = std::chrono::minutes(10);
+  JobQueue& q = Node(plan_, record_, kTimeout);
+  store::Store& db = Direct(fake_clock_);
+  const auto ids = EnqueueJobs(q, kJobs);  // before Start: the first claim takes a full batch
+  plan_->FailNext(StoreOp::kClaimJobs, 1, FaultKind::kAmbiguousCommit);
+  ASSERT_TRUE(q.Start().ok());
+
+  // The lost batch is running in the database with nobody running it; the rest of the jobs go ahead.
+  std::set<std::string> stranded;
+  auto find_stranded = [&] {
+    stranded.clear();
+    for (const auto& id : ids) {
+      auto job = db.GetJob(id);
+      if (job.ok() && job->status == store::JobStatus::kRunning && record_.runs(id) == 0) stranded.insert(id);
+    }
+    return !stranded.empty() && logs_.Contains(LogLevel::kWarn, "Failed to claim jobs of queue default");
+  };
+  // Settled: every job is either done (the later claims) or stranded (running, never handed to a handler).
+  // The others' completions must be written before time jumps past every expiry, else they are rescued too.
+  ASSERT_TRUE(AdvanceUntil(
+      [&] {
+        if (!find_stranded()) return false;
+        for (const auto& id : ids) {
+          auto job = db.GetJob(id);
+          if (!stranded.count(id) && (!job.ok() || job->status != store::JobStatus::kSuccess)) return false;
+        }
+        return true;
+      },
+      20ms))
+      << logs_.Dump();
+  EXPECT_EQ(record_.total(), kJobs - static_cast<int>(stranded.size()));
+  for (const auto& id : stranded) EXPECT_EQ(db.GetJob(id)->attempt, 1);
+
+  // Before their expiry nothing touches them; after it the rescuer counts the lost attempt and each runs
+  // again, once.
+  fake_clock_.Advance(kTimeout - std::chrono::seconds(5));
+  EXPECT_TRUE(find_stranded());
+  fake_clock_.Advance(std::chrono::seconds(10));
+  ASSERT_TRUE(AdvanceUntil([&] { return AllSucceeded(db, ids); }, 20ms)) << logs_.Dump();
+  for (const auto& id : ids) {
+    EXPECT_EQ(record_.runs(id), 1) << id;
+    EXPECT_EQ(db.GetJob(id)->attempt, stranded.count(id) ? 2 : 1) << id;
+  }
+  EXPECT_EQ(record_.max_active(), 1);
+  std::printf(
+      "[ figures  ] ambiguous claim: %zu of %d jobs stranded until their expiry, then rescued; %d runs\n",
+      stranded.size(), kJobs, record_.total());
+}
+
+TEST_P(FaultJobQueueTest, CompletionDroppedBeforeTheStatementIsRetriedAndNothingRunsTwice) {
+  JobQueue& q = Node(plan_, record_);
+  store::Store& db = Direct(fake_clock_);
+  plan_->FailNext(StoreOp::kCompleteJobs, 2);
+  ASSERT_TRUE(q.Start().ok());
+  const auto ids = EnqueueJobs(q, kJobs);
+  ASSERT_TRUE(Eventually([&] { return AllSucceeded(db, ids); })) << logs_.Dump();
+  EXPECT_EQ(plan_->injected(StoreOp::kCompleteJobs), 2);
+  for (const auto& id : ids) {
+    EXPECT_EQ(record_.runs(id), 1) << id;
+    EXPECT_EQ(db.GetJob(id)->attempt, 1);
+  }
+  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "Failed to record"));
+}
+
+TEST_P(FaultJobQueueTest, AmbiguousCompletionIsFencedOnRetryAndDoesNotReRun) {
+  JobQueue& q = Node(plan_, record_);
+  store::Store& db = Direct(fake_clock_);
+  plan_->FailNext(StoreOp::kCompleteJobs, 1, FaultKind::kAmbiguousCommit);
+  ASSERT_TRUE(q.Start().ok());
+  const auto ids = EnqueueJobs(q, kJobs);
+  ASSERT_TRUE(Eventually([&] { return AllSucceeded(db, ids); })) << logs_.Dump();
+  ASSERT_TRUE(Eventually([&] { return plan_->calls(StoreOp::kCompleteJobs) >= 2; }));
+  // The retried batch finds its jobs already final: its items are discarded as no longer owned.
+  ASSERT_TRUE(Eventually([&] { return logs_.Contains(LogLevel::kInfo, "no longer owned by this node"); }));
+  for (const auto& id : ids) {
+    EXPECT_EQ(record_.runs(id), 1) << id;
+    EXPECT_EQ(db.GetJob(id)->attempt, 1);
+  }
+}
+
+TEST_P(FaultJobQueueTest, CompletionsNeverWrittenAreRescuedAndRunAgainElsewhereAtLeastOnce) {
+  auto broken = std::make_shared<FaultPlan>();
+  broken->FailForever(StoreOp::kCompleteJobs);
+  JobQueueOptions options_a = FaultyOptions(broken);
+  options_a.rescue_interval = 0ms;
+  options_a.shutdown_grace = 0ms;
+  JobQueue& a = Open(options_a);
+  ASSERT_TRUE(a.RegisterHandler("job",
+                                [this](const JobContext& ctx) {
+                                  record_.Enter(ctx.id);
+                                  record_.Leave(ctx.id);
+                                  return JobResult::Done();
+                                },
+                                {.timeout = 2min})
+                  .ok());
+  ASSERT_TRUE(a.AddWorkers("default", 4).ok());
+  ASSERT_TRUE(a.Start().ok());
+  store::Store& db = Direct(fake_clock_);
+  const auto ids = EnqueueJobs(a, 4);
+  ASSERT_TRUE(Eventually([&] { return record_.total() == 4; }));
+  a.Shutdown();  // gives up on the unwritable completions: the jobs stay running in the database
+  EXPECT_TRUE(logs_.Contains(LogLevel::kError, "Giving up on"));
+  for (const auto& id : ids) EXPECT_EQ(db.GetJob(id)->status, store::JobStatus::kRunning);
+
+  JobQueue& b = Node(plan_, record_b_);
+  ASSERT_TRUE(b.Start().ok());
+  fake_clock_.Advance(std::chrono::minutes(2) + std::chrono::seconds(1));  // past A's expiry
+  ASSERT_TRUE(AdvanceUntil([&] { return AllSucceeded(db, ids); }, 20ms)) << logs_.Dump();
+  for (const auto& id : ids) {
+    EXPECT_EQ(record_.runs(id), 1);
+    EXPECT_EQ(record_b_.runs(id), 1) << "at-least-once: the unrecorded run is repeated once";
+    EXPECT_EQ(db.GetJob(id)->attempt, 2);
+  }
+  EXPECT_EQ(record_b_.max_active(), 1);
+}
+
+TEST_P(FaultJobQueueTest, ManagementCallsReturnAClearStatusWhenTheStoreFailsAndWriteNothing) {
+  JobQueue& q = Node(plan_, record_);
+  store::Store& db = Direct(fake_clock_);
+
+  plan_->FailNext(StoreOp::kEnqueueJobs, 1);
+  auto enqueued = q.Enqueue(Spec("job"));
+  EXPECT_EQ(enqueued.status().code(), StatusCode::kUnavailable) << enqueued.status().ToString();
+  auto listed = db.ListJobs({});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty()) << "a failed enqueue wrote nothing";
+
+  auto kept = q.Enqueue(Spec("job"));  // not started: stays pending
+  ASSERT_TRUE(kept.ok());
+  plan_->FailNext(StoreOp::kCancelJob, 1);
+  Status cancel = q.CancelJob(kept->id);
+  EXPECT_EQ(cancel.code(), StatusCode::kUnavailable) << cancel.ToString();
+  EXPECT_EQ(db.GetJob(kept->id)->status, store::JobStatus::kPending);
+
+  plan_->FailNext(StoreOp::kGetJob, 1);
+  EXPECT_EQ(q.GetJob(kept->id).status().code(), StatusCode::kUnavailable);
+  plan_->FailNext(StoreOp::kListJobs, 1);
+  EXPECT_EQ(q.ListJobs({}).status().code(), StatusCode::kUnavailable);
+  plan_->FailNext(StoreOp::kSummarizeJobs, 1);
+  EXPECT_EQ(q.Summarize().status().code(), StatusCode::kUnavailable);
+
+  ASSERT_TRUE(q.CancelJob(kept->id).ok());
+  plan_->FailNext(StoreOp::kRetryJob, 1);
+  EXPECT_EQ(q.RetryJob(kept->id).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(db.GetJob(kept->id)->status, store::JobStatus::kFrozen);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FaultJobQueueTest, ::testing::ValuesIn(store::testing::AllBackends()),
+                         job_testing::BackendName);
+
+}  // namespace
+}  // namespace octop::fault_testing
