@@ -1,6 +1,7 @@
 #include "http/api_server.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 
 #include <httplib.h>
@@ -38,6 +39,15 @@ bool IsValidUtf8(std::string_view s) {
     }
     for (std::size_t k = 1; k <= n; ++k) {
       if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    // Overlong forms, UTF-16 surrogates (ED A0..BF: what decodeURIComponent rejects as a lone surrogate)
+    // and code points past U+10FFFF are not UTF-8 either.
+    if (n >= 2) {
+      const auto c1 = static_cast<unsigned char>(s[i + 1]);
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) ||
+          (c == 0xF4 && c1 >= 0x90)) {
+        return false;
+      }
     }
     i += n + 1;
   }
@@ -138,6 +148,7 @@ std::optional<std::vector<std::string>> ApiServer::SplitPath(std::string_view ta
 class ApiServer::Impl {
  public:
   httplib::Server server;
+  std::atomic<bool> listen_done{false};  // the listen thread has returned
 };
 
 ApiServer::ApiServer(Scheduler& scheduler, ApiServerOptions options)
@@ -214,12 +225,15 @@ Status ApiServer::Start() {
   if (!options_.web_root.empty() && std::filesystem::is_directory(options_.web_root)) {
     server.set_mount_point("/", options_.web_root);
   }
+  // `http_status` overrides the table's status (413, 405, 414...) in the response and in the body alike, so
+  // the body's response.statusCode never contradicts the status line.
   auto send_error = [](httplib::Response& res, const Status& status, const std::string& method,
-                       const std::string& target) {
-    res.status = HttpStatus(status.code());
-    res.set_content(
-        ErrorBody(status, method, target).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-        "application/json; charset=utf-8");
+                       const std::string& target, int http_status = 0) {
+    res.status = http_status != 0 ? http_status : HttpStatus(status.code());
+    OrderedJson body = ErrorBody(status, method, target);
+    body["response"]["statusCode"] = res.status;
+    res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    "application/json; charset=utf-8");
   };
   // Catch-all handlers (rather than a pre-routing hook) so httplib has read and size-checked the body first.
   auto dispatch = [this, send_error](const httplib::Request& req, httplib::Response& res) {
@@ -279,10 +293,8 @@ Status ApiServer::Start() {
       return;
     }
     if (path_matched) {
-      res.status = 405;
       send_error(res, InvalidArgumentError("Method " + req.method + " is not allowed on " + req.target),
-                 req.method, req.target);
-      res.status = 405;
+                 req.method, req.target, 405);
       return;
     }
     send_error(res, NotFoundError("Not found: " + req.method + " " + req.target), req.method, req.target);
@@ -305,13 +317,15 @@ Status ApiServer::Start() {
   server.Options(".*", dispatch);
   server.set_error_handler([send_error](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // httplib's own refusals (413 body too large, 414 URI too long, 400 malformed request...) get the JSON
+    // error shape too; every 4xx is the client's input, so it is an InputError, not an internal one.
     Status status = res.status == 413   ? InvalidArgumentError("Request body is larger than allowed")
+                    : res.status == 414 ? InvalidArgumentError("Request URI is longer than allowed")
                     : res.status == 404 ? NotFoundError("Not found: " + req.method + " " + req.target)
-                    : res.status == 400 ? InvalidArgumentError("Bad request")
-                                        : InternalError("HTTP " + std::to_string(res.status));
-    const int original = res.status;
-    send_error(res, status, req.method, req.target);
-    res.status = original;
+                    : res.status >= 400 && res.status < 500
+                        ? InvalidArgumentError("Bad request (HTTP " + std::to_string(res.status) + ")")
+                        : InternalError("HTTP " + std::to_string(res.status));
+    send_error(res, status, req.method, req.target, res.status);
   });
   server.set_exception_handler(
       [send_error](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
@@ -333,12 +347,18 @@ Status ApiServer::Start() {
     return UnavailableError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
   }
   // bind_to_port already listens, so connections queue in the backlog until the thread accepts them.
-  thread_ = std::thread([&server] { server.listen_after_bind(); });
+  thread_ = std::thread([&server, impl = impl_.get()] {
+    server.listen_after_bind();
+    impl->listen_done = true;
+  });
   return Status::Ok();
 }
 
 void ApiServer::Stop() {
   if (thread_.joinable()) {
+    // httplib's stop() does nothing until the listen loop has begun: a Stop() right after Start() would
+    // otherwise leave the loop running and the join hanging.
+    while (!impl_->server.is_running() && !impl_->listen_done.load()) std::this_thread::yield();
     impl_->server.stop();
     thread_.join();
   }
