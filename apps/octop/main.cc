@@ -315,7 +315,8 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
     auto store = octop::store::OpenStore(*g.database, {.ns = ns});
     if (!store.ok()) {
       std::cerr << "octop: " << ns << ": " << store.status().message() << "\n";
-      return kExitUnreachable;
+      // An unknown scheme or a bad namespace is the caller's mistake, not an unreachable database.
+      return store.status().code() == octop::StatusCode::kInvalidArgument ? kExitUsage : kExitUnreachable;
     }
     if (octop::Status s = (*store)->Migrate(); !s.ok()) {
       std::cerr << "octop: migrate " << ns << ": " << s.message() << "\n";
@@ -343,6 +344,10 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     if (!g.json) std::cout << (ok ? "ok    " : "FAIL  ") << name << ": " << detail << "\n";
   };
   auto store = octop::store::OpenStore(*g.database, {.ns = "octop"});
+  if (!store.ok() && store.status().code() == octop::StatusCode::kInvalidArgument) {
+    std::cerr << "octop: --database: " << store.status().message() << "\n";  // a usage error, not a check
+    return kExitUsage;
+  }
   if (!store.ok()) {
     add("database", false, store.status().message());
   } else {
@@ -443,7 +448,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, so scripts can show it as is; CLI11's own output adds a second "Run with --help" line.
+    std::cerr << "octop: " << e.what() << " (see octop --help)\n";
+    return kExitUsage;
+  }
+  // A URL httplib cannot use would otherwise surface as "cannot reach" (exit 3) after a connection attempt.
+  if (!(g.url.starts_with("http://") || g.url.starts_with("https://")) ||
+      g.url.find_first_of(" \t\r\n") != std::string::npos ||
+      g.url.size() <= std::string_view(g.url.starts_with("https://") ? "https://" : "http://").size()) {
+    std::cerr << "octop: --url must be http://host[:port] or https://host[:port], got '"
+              << g.url.substr(0, 200) << "'\n";
+    return kExitUsage;
   }
   if (!g.config_path.empty()) {
     auto config = octop::daemon::LoadDaemonConfig(g.config_path);
