@@ -44,8 +44,10 @@ std::string Env(const char* name) {
   return v;
 }
 
-// Inserts one row, reconnecting for up to ~20 s so that a PostgreSQL restart does not lose it (the row's time
-// is then the insert's, later than the event: conservative for the overlap checks).
+// Inserts one row, reconnecting for up to ~20 s so that a PostgreSQL restart does not lose it. The row
+// carries its lag: how long after the event the successful insert was sent (monotonic clock, which faketime
+// leaves alone), so the event's database time is `at - lag_s`; the network time is not subtracted, so events
+// still look a little later than they were, never earlier.
 class RunLog {
  public:
   RunLog(std::string url, std::string kind, std::string key, std::string node, int attempt, std::string run)

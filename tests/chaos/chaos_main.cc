@@ -446,6 +446,7 @@ void CreateLogTables(Db& db) {
 CREATE TABLE public.chaos_run_log (
   id bigserial PRIMARY KEY, kind text NOT NULL, key text NOT NULL, node text NOT NULL, attempt int NOT NULL,
   event text NOT NULL CHECK (event IN ('start', 'end')), run text NOT NULL, detail text NOT NULL DEFAULT '',
+  lag_s float8 NOT NULL DEFAULT 0 CHECK (lag_s >= 0),
   at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE FUNCTION public.chaos_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'chaos_run_log is append-only'; END $$;
@@ -503,10 +504,13 @@ std::optional<double> ToOptDouble(const std::optional<std::string>& v) {
 }
 std::string Str(const std::optional<std::string>& v) { return v.value_or(""); }
 
-int CountInFiles(const fs::path& dir, const std::string& needle) {
+// Lines containing `needle` in the node logs of `dir` (only the log of incarnation `node` unless it is
+// empty).
+int CountInFiles(const fs::path& dir, const std::string& node, const std::string& needle) {
   int count = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".log") continue;
+    if (!node.empty() && entry.path().stem() != node) continue;
     std::ifstream in(entry.path());
     std::string line;
     while (std::getline(in, line)) {
@@ -639,6 +643,7 @@ int Main(const Options& o) {
   std::map<Chaos, int> done;
   std::vector<PgRestart> pg_restarts;
   int stale_ticket_windows = 0;
+  std::vector<std::string> frozen_names;
   const auto chaos_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return SecondsSince(chaos_start); };
   auto pick = [&rng](std::vector<Node*> v) {
@@ -696,6 +701,7 @@ int Main(const Options& o) {
         Say(t + "SIGSTOP " + n->name + " for " + std::to_string(p.freeze_s) + " s");
         cluster.Freeze(*n);
         if (p.freeze_s > 4) ++stale_ticket_windows;
+        frozen_names.push_back(n->name);
         pending.push_back({std::chrono::steady_clock::now() +
                                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                    std::chrono::duration<double>(p.freeze_s)),
@@ -764,7 +770,7 @@ int Main(const Options& o) {
 
   std::vector<RunLogRow> rows;
   for (auto& r :
-       db.Query("SELECT kind, key, node, run, event, detail, attempt, extract(epoch FROM at)::float8 "
+       db.Query("SELECT kind, key, node, run, event, detail, attempt, extract(epoch FROM at)::float8 - lag_s "
                 "FROM public.chaos_run_log ORDER BY id")) {
     rows.push_back({Str(r[0]), Str(r[1]), Str(r[2]), Str(r[3]), Str(r[4]), Str(r[5]), std::stoi(Str(r[6])),
                     ToDouble(r[7])});
@@ -816,7 +822,10 @@ int Main(const Options& o) {
                      "AND at > " +
                      since)[0][0]));
   }
-  const int fenced_releases = CountInFiles(o.work, "was no longer owned by this node");
+  const int fenced_releases = CountInFiles(o.work, "", "was no longer owned by this node");
+  int fenced_after_wake = 0;
+  for (const std::string& name : frozen_names)
+    fenced_after_wake += CountInFiles(o.work, name, "was no longer owned by this node");
 
   std::ostringstream figures;
   figures.precision(2);
@@ -825,13 +834,13 @@ int Main(const Options& o) {
           << " freezes=" << done[Chaos::kFreeze] << " pg_restarts=" << done[Chaos::kPgRestart]
           << " skew_restarts=" << done[Chaos::kSkew] << " task_runs=" << report.task_runs
           << " task_claims=" << report.task_claims << " tickets_swept=" << report.tickets_swept
-          << " fenced_task_releases=" << fenced_releases << " allowed_overlaps=" << report.allowed_overlaps
-          << " max_overlap_s=" << report.max_overlap_s << " jobs=" << report.jobs
-          << " jobs_acknowledged=" << producer.ids().size() << " job_runs=" << report.job_runs
-          << " success=" << report.jobs_success << " frozen=" << report.jobs_frozen
-          << " retries=" << report.retries << " rescued=" << report.jobs_rescued
-          << " fenced_job_completions=" << fenced_jobs << " pg_recovery_task_s=" << worst_task_recovery
-          << " pg_recovery_job_s=" << worst_job_recovery;
+          << " fenced_task_releases=" << fenced_releases << " of_which_by_frozen_nodes=" << fenced_after_wake
+          << " allowed_overlaps=" << report.allowed_overlaps << " max_overlap_s=" << report.max_overlap_s
+          << " jobs=" << report.jobs << " jobs_acknowledged=" << producer.ids().size()
+          << " job_runs=" << report.job_runs << " success=" << report.jobs_success
+          << " frozen=" << report.jobs_frozen << " retries=" << report.retries
+          << " rescued=" << report.jobs_rescued << " fenced_job_completions=" << fenced_jobs
+          << " pg_recovery_task_s=" << worst_task_recovery << " pg_recovery_job_s=" << worst_job_recovery;
   Say(figures.str());
   if (stale_ticket_windows > 0 && report.tickets_swept == 0) {
     Say("note: no ticket was swept during a freeze (fencing not exercised this run)");
