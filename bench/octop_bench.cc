@@ -63,12 +63,13 @@ struct Sizes {
 
 Sizes QuickSizes() {
   Sizes s;
-  s.jobs = 2000;
+  // Sized so that --quick --suite all stays near a minute on the 2-core machine.
+  s.jobs = 1000;
   s.latency_samples = 100;
   s.trigger_samples = 50;
-  s.cron_fires = 10;
-  s.idle_window = 5s;
-  s.idle_settle = 2s;
+  s.cron_fires = 5;
+  s.idle_window = 5s;  // at least one 5 s readiness poll falls inside
+  s.idle_settle = 1s;
   s.idle_tasks = {10, 1000, 10000};
   return s;
 }
