@@ -6,11 +6,12 @@
 #   4. the libFuzzer targets (clang), FUZZ_SECONDS each (default 10)
 #   5. the cron differential check against the npm `cron` package (when node is present)
 #   6. the dashboard's end-to-end tests in headless chromium against a real octopd
-#   7. clang-format check
-# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle e2e format") picks stages for a quicker local run.
+#   7. the short chaos test: octopd nodes on their own PostgreSQL under kills, freezes, restarts, clock skew
+#   8. clang-format check
+# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle e2e chaos format") picks stages for a quicker local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle e2e format"}
+stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle e2e chaos format"}
 # ccache keyed on paths relative to the checkout, so a fresh clone in another folder still hits the cache.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs=$(nproc)
@@ -65,6 +66,12 @@ if has e2e; then
   else
     echo "run-tests: no end-to-end tests yet"
   fi
+fi
+
+if has chaos; then
+  echo "run-tests: short chaos test (scripts/run-chaos.sh --short)"
+  OCTOP_CHAOS_BUILD=build/debug ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    scripts/run-chaos.sh --short
 fi
 
 if has format; then
