@@ -274,7 +274,6 @@
 
   // ---- Polling -----------------------------------------------------------------------------------------
 
-  let timer = null;
   let inFlight = null;
 
   async function loadOnce() {
@@ -317,28 +316,7 @@
     return inFlight;
   }
 
-  function schedule() {
-    clearTimeout(timer);
-    timer = null;
-    if (document.hidden || !S.isCurrent('tasks')) return;
-    timer = setTimeout(tick, POLL_MS);
-  }
-
-  async function tick() {
-    await refresh();
-    schedule();
-  }
-
-  document.addEventListener('visibilitychange', () => {
-    if (!S.isCurrent('tasks')) return;
-    if (document.hidden) {
-      clearTimeout(timer);
-      timer = null;
-      setLive('paused', 'Paused while the tab is hidden');
-    } else {
-      tick();
-    }
-  });
+  const live = S.poller('tasks', POLL_MS, refresh);
 
   // ---- Actions -----------------------------------------------------------------------------------------
 
@@ -372,11 +350,10 @@
   S.page('tasks', {
     title: 'Tasks',
     start() {
-      tick();
+      live.tick();
     },
     stop() {
-      clearTimeout(timer);
-      timer = null;
+      live.stop();
     },
   });
 })();

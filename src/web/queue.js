@@ -152,28 +152,7 @@
     return inFlight;
   }
 
-  let timer = null;
-  function schedule() {
-    clearTimeout(timer);
-    timer = null;
-    if (document.hidden || !S.isCurrent('queue')) return;
-    timer = setTimeout(tick, POLL_MS);
-  }
-  async function tick() {
-    await refresh();
-    schedule();
-  }
-
-  document.addEventListener('visibilitychange', () => {
-    if (!S.isCurrent('queue')) return;
-    if (document.hidden) {
-      clearTimeout(timer);
-      timer = null;
-      setLive('paused', 'Paused while the tab is hidden');
-    } else {
-      tick();
-    }
-  });
+  const live = S.poller('queue', POLL_MS, refresh);
 
   // ---- Counts per queue --------------------------------------------------------------------------------
 
@@ -515,12 +494,11 @@
         view.generation++;
         view.statsKey = null;
       }
-      if (changed || !timer) tick();
+      if (changed || !live.armed()) live.tick();
       else refresh();
     },
     stop() {
-      clearTimeout(timer);
-      timer = null;
+      live.stop();
     },
   });
 })();

@@ -201,6 +201,36 @@
     handlers.start(params, changed);
   }
 
+  // Live refresh of one page: `refresh()` every pollMs while the page is current and the tab visible; paused
+  // while the tab is hidden (resumed at once when it shows again). tick() refreshes now and re-arms;
+  // stop() disarms; armed() says whether a refresh is pending.
+  function poller(name, pollMs, refresh) {
+    let timer = null;
+    function disarm() {
+      clearTimeout(timer);
+      timer = null;
+    }
+    function schedule() {
+      disarm();
+      if (document.hidden || current !== name) return;
+      timer = setTimeout(tick, pollMs);
+    }
+    async function tick() {
+      await refresh();
+      schedule();
+    }
+    document.addEventListener('visibilitychange', () => {
+      if (current !== name) return;
+      if (document.hidden) {
+        disarm();
+        setLive('paused', 'Paused while the tab is hidden');
+      } else {
+        tick();
+      }
+    });
+    return { tick, stop: disarm, armed: () => timer !== null };
+  }
+
   // Rewrites the hash without a history entry per keystroke, and without re-running the router.
   function replaceHash(hash) {
     if (location.hash === hash) return;
@@ -215,6 +245,6 @@
 
   window.OctopShell = {
     $, el, setText, token, setToken, request, getJson, post, setLive, showConnectionError, showMessage,
-    timeBlock, page, startRouter, replaceHash, isCurrent: (name) => current === name,
+    timeBlock, page, poller, startRouter, replaceHash, isCurrent: (name) => current === name,
   };
 })();
