@@ -310,7 +310,15 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
   }
   if (plugins.empty()) plugins = PluginsFromConfig(g);
   plugins.insert(plugins.begin(), "octop");
-  Json report = Json::array();
+  // Every namespace is checked before any store is opened (opening creates an SQLite file) and every store
+  // opened before any is migrated: a bad --plugin among good ones leaves the database untouched.
+  for (const std::string& ns : plugins) {
+    if (octop::Status s = octop::store::ValidateStoreNamespace(*g.database, ns); !s.ok()) {
+      std::cerr << "octop: " << ns << ": " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  std::vector<std::unique_ptr<octop::store::Store>> stores;
   for (const std::string& ns : plugins) {
     auto store = octop::store::OpenStore(*g.database, {.ns = ns});
     if (!store.ok()) {
@@ -318,11 +326,17 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
       // An unknown scheme or a bad namespace is the caller's mistake, not an unreachable database.
       return store.status().code() == octop::StatusCode::kInvalidArgument ? kExitUsage : kExitUnreachable;
     }
-    if (octop::Status s = (*store)->Migrate(); !s.ok()) {
+    stores.push_back(std::move(*store));
+  }
+  Json report = Json::array();
+  for (std::size_t i = 0; i < plugins.size(); ++i) {
+    const std::string& ns = plugins[i];
+    octop::store::Store* store = stores[i].get();
+    if (octop::Status s = store->Migrate(); !s.ok()) {
       std::cerr << "octop: migrate " << ns << ": " << s.message() << "\n";
       return s.code() == octop::StatusCode::kUnavailable ? kExitUnreachable : kExitRefused;
     }
-    auto version = (*store)->SchemaVersion();
+    auto version = store->SchemaVersion();
     report.push_back({{"namespace", ns}, {"schemaVersion", version.value_or(-1)}});
     if (!g.json) std::cout << "migrated " << ns << " to schema version " << version.value_or(-1) << "\n";
   }

@@ -19,4 +19,13 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
                               "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
 }
 
+Status ValidateStoreNamespace(const std::string& url, const std::string& ns) {
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
+    return ValidatePostgresNamespace(ns);
+  if (url == "sqlite::memory:") return Status::Ok();
+  if (url.starts_with("sqlite:")) return ValidateSqliteNamespace(ns);
+  return InvalidArgumentError("unknown database URL '" + url +
+                              "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
+}
+
 }  // namespace octop::store

@@ -646,6 +646,9 @@ class Store {
 //   postgresql://user@host:port/db?...  or  postgres://...   (libpq connection URI; namespace = schema)
 // Does not migrate. kInvalidArgument for an unknown scheme, kUnavailable if the server cannot be reached.
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options = {});
+// What OpenStore(url, {.ns = ns}) would refuse before touching anything: an unknown scheme or a namespace the
+// backend cannot hold. Lets a caller check many namespaces before opening (and so creating) any.
+Status ValidateStoreNamespace(const std::string& url, const std::string& ns);
 
 // Validates a task id before any write: non-empty after trimming, at most 255 bytes (the column is
 // varchar(255)), valid UTF-8. InvalidArgument "<id> is not a valid ID, expected non-empty string"

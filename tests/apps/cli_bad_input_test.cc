@@ -129,6 +129,13 @@ TEST_F(CliBadInputTest, BadUrlsAreUsageErrorsNotUnreachable) {
   ExpectUsageError({"--database", "nowhere", "doctor"});
 }
 
+TEST_F(CliBadInputTest, ABadPluginAmongGoodOnesMigratesNothing) {
+  ExpectUsageError(
+      {"--database", "sqlite:" + db_dir_.string(), "migrate", "--plugin", "catalog", "--plugin", "bad/name"},
+      "bad/name");
+  ExpectUsageError({"--database", "sqlite:" + db_dir_.string(), "migrate", "--plugin", "../escape"});
+}
+
 TEST_F(CliBadInputTest, BadJsonPayloadsAreUsageErrors) {
   for (const std::string& payload : std::vector<std::string>{"{bad", "", "{\"a\":1}}", "\xff\xfe", "[1,2",
                                                              "nul", std::string(5000, '[')}) {

@@ -947,6 +947,8 @@ class PostgresStore final : public Store {
 
 }  // namespace
 
+Status ValidatePostgresNamespace(std::string_view ns) { return ValidateNamespace(ns); }
+
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo, const StoreOptions& options) {
   OCTOP_RETURN_IF_ERROR(ValidateNamespace(options.ns));
   char* error = nullptr;

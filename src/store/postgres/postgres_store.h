@@ -11,6 +11,8 @@ namespace octop::store {
 
 // `conninfo` is a libpq connection URI or keyword string. The namespace is a schema, created by Migrate().
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo, const StoreOptions& options);
+// kInvalidArgument when `ns` cannot name a schema (what OpenPostgresStore checks first).
+Status ValidatePostgresNamespace(std::string_view ns);
 
 }  // namespace octop::store
 

@@ -1384,6 +1384,8 @@ Status ValidateNamespace(const std::string& ns) {
 
 }  // namespace
 
+Status ValidateSqliteNamespace(const std::string& ns) { return ValidateNamespace(ns); }
+
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& location, const StoreOptions& options) {
   if (sqlite3_threadsafe() == 0) return InternalError("libsqlite3 was built without thread support");
   std::unique_ptr<SqliteStore> store;

@@ -12,6 +12,8 @@ namespace octop::store {
 // `location` is a directory (the namespace's file is <location>/<ns>.sqlite, the directory is created if
 // missing) or ":memory:" (a private in-memory database, shared by the store's connections).
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& location, const StoreOptions& options);
+// kInvalidArgument when `ns` cannot name a store file (what OpenSqliteStore checks first).
+Status ValidateSqliteNamespace(const std::string& ns);
 
 }  // namespace octop::store
 
