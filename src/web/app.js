@@ -83,18 +83,7 @@
     const worker = el('span', 'badge worker');
     cells.worker.append(worker);
 
-    const buttons = el('div', 'buttons');
-    const trigger = el('button', 'button primary small', 'Trigger');
-    trigger.type = 'button';
-    trigger.dataset.action = 'trigger';
-    const cancel = el('button', 'button secondary small', 'Cancel');
-    cancel.type = 'button';
-    cancel.dataset.action = 'cancel';
-    buttons.append(trigger, cancel);
-    const message = el('div', 'action-message');
-    message.setAttribute('role', 'status');
-    message.hidden = true;
-    cells.actions.append(buttons, message);
+    const [trigger, cancel, message] = S.actionCell(cells.actions, ['Trigger', 'trigger'], ['Cancel', 'cancel']);
 
     const row = { tr, pluginId, taskId, scope, words, raw, status, stateLines, next, lastWhen, result, worker,
       trigger, cancel, message, resultKey: null, messageTimer: null };

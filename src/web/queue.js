@@ -340,18 +340,7 @@
     const when = el('div', 'when');
     cells.when.append(when);
 
-    const buttons = el('div', 'buttons');
-    const retry = el('button', 'button primary small', 'Retry');
-    retry.type = 'button';
-    retry.dataset.action = 'retry';
-    const cancel = el('button', 'button secondary small', 'Cancel');
-    cancel.type = 'button';
-    cancel.dataset.action = 'cancel';
-    buttons.append(retry, cancel);
-    const message = el('div', 'action-message');
-    message.setAttribute('role', 'status');
-    message.hidden = true;
-    cells.actions.append(buttons, message);
+    const [retry, cancel, message] = S.actionCell(cells.actions, ['Retry', 'retry'], ['Cancel', 'cancel']);
 
     const row = { tr, id, cells, kind, queue, status, when, retry, cancel, message, messageTimer: null,
       errorKey: undefined, payloadKey: undefined };

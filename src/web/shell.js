@@ -201,6 +201,26 @@
     handlers.start(params, changed);
   }
 
+  // A row's actions cell: a primary and a secondary button, each [label, data-action], then the row's message
+  // line (role=status, hidden until showMessage). Returns [primary, secondary, message].
+  function actionCell(container, primary, secondary) {
+    const button = ([label, action], kind) => {
+      const b = el('button', `button ${kind} small`, label);
+      b.type = 'button';
+      b.dataset.action = action;
+      return b;
+    };
+    const first = button(primary, 'primary');
+    const second = button(secondary, 'secondary');
+    const buttons = el('div', 'buttons');
+    buttons.append(first, second);
+    const message = el('div', 'action-message');
+    message.setAttribute('role', 'status');
+    message.hidden = true;
+    container.append(buttons, message);
+    return [first, second, message];
+  }
+
   // Live refresh of one page: `refresh()` every pollMs while the page is current and the tab visible; paused
   // while the tab is hidden (resumed at once when it shows again). tick() refreshes now and re-arms;
   // stop() disarms; armed() says whether a refresh is pending.
@@ -245,6 +265,6 @@
 
   window.OctopShell = {
     $, el, setText, token, setToken, request, getJson, post, setLive, showConnectionError, showMessage,
-    timeBlock, page, poller, startRouter, replaceHash, isCurrent: (name) => current === name,
+    timeBlock, page, poller, actionCell, startRouter, replaceHash, isCurrent: (name) => current === name,
   };
 })();
