@@ -274,6 +274,8 @@ enum class JobOutcome {
              // attempts
   kFail,     // the same as kRetry (the runtime computed the backoff); kept apart for metrics and logs
   kCancel,   // -> frozen now, whatever attempts are left (the handler gave up)
+  kRelease,  // the attempt never started (a prefetched job handed back): undoes the claim -- attempt - 1,
+             // status pending (attempt 0) or failed, no token, no expiry, no worker, last_error = error
 };
 // The end of one attempt. Applied only where id and attempt_token match and status = 'running' (fencing:
 // after a rescue or a re-claim the old token is stale and the completion is not applied).

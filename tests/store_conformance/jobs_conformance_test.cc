@@ -568,6 +568,67 @@ TEST_P(JobsTest, CancelOutcomeFreezesWithAttemptsLeft) {
   EXPECT_EQ(row.last_error, std::optional<std::string>("handler gave up"));
 }
 
+TEST_P(JobsTest, ReleaseUndoesTheClaimOfAFreshJob) {
+  EnqueueJobParams job = Job("k");
+  job.max_retries = 0;  // a release is not an attempt: even a job without retries stays claimable
+  const std::string id = Enqueue(job);
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kRelease));
+  JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kPending);
+  EXPECT_EQ(row.attempt, 0);
+  EXPECT_EQ(row.attempt_token, std::nullopt);
+  EXPECT_EQ(row.worker_id, std::nullopt);
+  EXPECT_EQ(Show(row.started_at), "NULL");
+  EXPECT_EQ(Show(row.expires_at), "NULL");
+  EXPECT_EQ(Show(row.completed_at), "NULL");
+  EXPECT_EQ(row.last_error, std::nullopt);
+  EXPECT_FALSE(Complete(claimed[0], JobOutcome::kSuccess)) << "the released attempt's token is stale";
+  EXPECT_FALSE(Complete(claimed[0], JobOutcome::kRelease)) << "a second release is fenced too";
+  auto again = Claim();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempt, 1);
+  ASSERT_TRUE(Complete(again[0], JobOutcome::kSuccess));
+  EXPECT_EQ(Get(id).status, JobStatus::kSuccess);
+}
+
+TEST_P(JobsTest, ReleaseOfARetryKeepsItsAttemptsAndError) {
+  EnqueueJobParams job = Job("k");
+  job.max_retries = 1;
+  const std::string id = Enqueue(job);
+  auto first = Claim();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(Complete(first[0], JobOutcome::kFail, "boom", seconds(5)));
+  clock_.Advance(seconds(5));
+  auto second = Claim();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].attempt, 2);
+  ASSERT_TRUE(Complete(second[0], JobOutcome::kRelease, second[0].last_error));
+  JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kFailed);
+  EXPECT_EQ(row.attempt, 1);
+  EXPECT_EQ(row.last_error, std::optional<std::string>("boom"));
+  EXPECT_EQ(row.attempt_token, std::nullopt);
+  EXPECT_EQ(Show(row.expires_at), "NULL");
+  auto third = Claim();
+  ASSERT_EQ(third.size(), 1u) << "still due";
+  EXPECT_EQ(third[0].attempt, 2);
+  ASSERT_TRUE(Complete(third[0], JobOutcome::kFail, "boom again"));
+  EXPECT_EQ(Get(id).status, JobStatus::kFrozen) << "the released claim did not use up the last attempt";
+}
+
+TEST_P(JobsTest, ReleaseOfAFinishedJobIsNotApplied) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
+  EXPECT_FALSE(Complete(claimed[0], JobOutcome::kRelease));
+  const JobRow row = Get(id);
+  EXPECT_EQ(row.status, JobStatus::kSuccess);
+  EXPECT_EQ(row.attempt, 1);
+}
+
 TEST_P(JobsTest, LastErrorIsTruncatedAtACharacterBoundary) {
   const std::string id = Enqueue(Job("k"));
   auto claimed = Claim();

@@ -53,7 +53,9 @@ WHERE unique_key = ANY ($1::text[]) AND status IN ('pending', 'running', 'failed
 -- The claim commits without waiting for its WAL flush (the set_config, evaluated once: synchronous_commit off for
 -- this transaction only); docs/jobs.md "Durability of claims" argues why that is safe: a claim lost in a crash
 -- leaves the job pending, or running until its expiry and the rescuer, and the attempt's completion, which commits
--- synchronously, flushes the claim's WAL before its own.
+-- synchronously, flushes the claim's WAL before its own. The UPDATE finds the picked rows by primary key
+-- (`= ANY (ARRAY(...))`): joined to the CTE instead, the planner hashes the whole table on every claim while the
+-- table is small or its statistics are stale (measured: 40 claims of 500 jobs from 20,000, 530 ms -> 400 ms).
 WITH picked AS (
   SELECT id FROM {ns}.octop_jobs
   WHERE queue = $2
@@ -72,16 +74,15 @@ SET status = 'running',
     started_at = COALESCE($1::timestamptz, now()),
     expires_at = COALESCE($1::timestamptz, now()) + $5::interval,
     worker_id = $6
-FROM picked
-WHERE j.id = picked.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING j.id::text, j.queue, j.kind, j.payload::text, j.priority, j.scheduled_at, j.status, j.attempt,
           j.max_retries, j.attempt_token, j.last_error, j.created_at, j.started_at, j.completed_at, j.expires_at,
           j.unique_key, j.worker_id;
 
 -- name: CompleteJobs
--- $2 ids, $3 attempt tokens, $4 outcomes (0 success, 1 failed attempt, 2 cancel), $5 errors, $6 retry delays.
--- Fenced: only rows still running under the same token change. In SET, j.* are the values before the update. Returns
--- the 1-based positions that were applied.
+-- $2 ids, $3 attempt tokens, $4 outcomes (0 success, 1 failed attempt, 2 cancel, 3 release: the attempt never
+-- started, the claim is undone), $5 errors, $6 retry delays. Fenced: only rows still running under the same token
+-- change. In SET, j.* are the values before the update. Returns the 1-based positions that were applied.
 WITH c AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::int[], $5::text[], $6::interval[])
     WITH ORDINALITY AS c(id, token, outcome, error, delay, ord)),
@@ -90,6 +91,8 @@ updated AS (
   SET status = CASE
         WHEN c.outcome = 0 THEN 'success'
         WHEN c.outcome = 1 AND j.attempt <= j.max_retries THEN 'failed'
+        WHEN c.outcome = 3 AND j.attempt <= 1 THEN 'pending'
+        WHEN c.outcome = 3 THEN 'failed'
         ELSE 'frozen'
       END,
       scheduled_at = CASE
@@ -98,8 +101,13 @@ updated AS (
       END,
       completed_at = CASE
         WHEN c.outcome = 1 AND j.attempt <= j.max_retries THEN NULL
+        WHEN c.outcome = 3 THEN NULL
         ELSE COALESCE($1::timestamptz, now())
       END,
+      attempt = CASE WHEN c.outcome = 3 THEN GREATEST(j.attempt - 1, 0) ELSE j.attempt END,
+      attempt_token = CASE WHEN c.outcome = 3 THEN NULL ELSE j.attempt_token END,
+      started_at = CASE WHEN c.outcome = 3 AND j.attempt <= 1 THEN NULL ELSE j.started_at END,
+      worker_id = CASE WHEN c.outcome = 3 THEN NULL ELSE j.worker_id END,
       expires_at = NULL,
       last_error = c.error
   FROM c

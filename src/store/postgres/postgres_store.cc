@@ -219,6 +219,8 @@ std::string OutcomeCode(JobOutcome outcome) {
       return "1";
     case JobOutcome::kCancel:
       return "2";
+    case JobOutcome::kRelease:
+      return "3";
   }
   return "";
 }

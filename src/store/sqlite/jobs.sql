@@ -44,18 +44,25 @@ RETURNING id, queue, kind, payload, priority, scheduled_at, status, attempt, max
 
 -- name: CompleteJob
 -- :outcome 0 success, 1 failed attempt (retry at now + :delay while attempt <= max_retries, else frozen), 2 cancel
--- (frozen now). In SET every column reads its value before the update. Fenced by the attempt token.
+-- (frozen now), 3 release (the attempt never started: the claim is undone). In SET every column reads its value
+-- before the update. Fenced by the attempt token.
 UPDATE octop_jobs
 SET status = CASE
       WHEN :outcome = 0 THEN 'success'
       WHEN :outcome = 1 AND attempt <= max_retries THEN 'failed'
+      WHEN :outcome = 3 AND attempt <= 1 THEN 'pending'
+      WHEN :outcome = 3 THEN 'failed'
       ELSE 'frozen'
     END,
     scheduled_at = CASE
       WHEN :outcome = 1 AND attempt <= max_retries THEN strftime('%Y-%m-%d %H:%M:%f', :now, :delay)
       ELSE scheduled_at
     END,
-    completed_at = CASE WHEN :outcome = 1 AND attempt <= max_retries THEN NULL ELSE :now END,
+    completed_at = CASE WHEN (:outcome = 1 AND attempt <= max_retries) OR :outcome = 3 THEN NULL ELSE :now END,
+    attempt = CASE WHEN :outcome = 3 THEN max(attempt - 1, 0) ELSE attempt END,
+    attempt_token = CASE WHEN :outcome = 3 THEN NULL ELSE attempt_token END,
+    started_at = CASE WHEN :outcome = 3 AND attempt <= 1 THEN NULL ELSE started_at END,
+    worker_id = CASE WHEN :outcome = 3 THEN NULL ELSE worker_id END,
     expires_at = NULL,
     last_error = :error
 WHERE id = :id AND attempt_token = :token AND status = 'running';

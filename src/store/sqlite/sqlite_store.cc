@@ -664,6 +664,8 @@ std::int64_t OutcomeCode(JobOutcome outcome) {
       return 1;
     case JobOutcome::kCancel:
       return 2;
+    case JobOutcome::kRelease:
+      return 3;
   }
   return -1;
 }
