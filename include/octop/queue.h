@@ -222,6 +222,15 @@ struct JobQueueOptions {
   // How often the octop_config table (jobs.poll_interval_ms, jobs.default_timeout_ms) and the paused queues
   // are re-read. Default 5 s.
   std::chrono::milliseconds config_refresh_interval{5000};
+  // Prefetch (graphile-worker's "local queue"): each queue's producer may claim up to this many jobs beyond
+  // its free worker slots and hold them on this node, so one claim statement serves many jobs. It claims
+  // again when fewer than half of them are left waiting. A held job that has not started within prefetch_ttl
+  // is handed back to the queue unchanged (attempt and status as before its claim), and so is every held job
+  // at Shutdown. While held, a job cannot run on another node: keep it small when a queue's jobs are long.
+  // Default 0: claim only for free slots. 0..1000.
+  int prefetch = 0;
+  // Default 10 s. A claim holding prefetched jobs sets their expiry to timeout + rescue_grace + prefetch_ttl.
+  std::chrono::milliseconds prefetch_ttl{10000};
   // Completions are written when this many are waiting, or this long after the first one. Defaults 256, 2 ms.
   std::size_t completion_batch = 256;
   std::chrono::milliseconds completion_flush_interval{2};

@@ -47,7 +47,8 @@ bool JobCompleter::Write(std::vector<PendingCompletion>& batch) {
     const bool ok = i < applied->size() && (*applied)[i];
     if (ok &&
         (batch[i].completion.outcome == store::JobOutcome::kRetry ||
-         batch[i].completion.outcome == store::JobOutcome::kFail) &&
+         batch[i].completion.outcome == store::JobOutcome::kFail ||
+         batch[i].completion.outcome == store::JobOutcome::kRelease) &&
         std::find(retried.begin(), retried.end(), batch[i].queue) == retried.end()) {
       retried.push_back(batch[i].queue);
     }

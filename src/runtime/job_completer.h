@@ -33,7 +33,8 @@ struct PendingCompletion {
 
 class JobCompleter {
  public:
-  // `on_retry(queue)` runs after a batch with retried attempts is written: their queue has a new due time.
+  // `on_retry(queue)` runs after a batch with retried attempts or released (prefetched, never started) jobs
+  // is written: their queue has a new due time.
   JobCompleter(JobQueueContext& context, std::function<void(const std::string& queue)> on_retry)
       : context_(context), on_retry_(std::move(on_retry)) {}
   ~JobCompleter() { Join(); }

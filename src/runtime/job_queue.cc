@@ -326,6 +326,13 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   if (options.clock == nullptr) options.clock = &Clock::Real();
   if (!options.logger) options.logger = runtime::DefaultSchedulerLogger();
   if (options.worker_id.empty()) options.worker_id = DefaultWorkerId();
+  if (options.prefetch < 0 || options.prefetch > 1000) {
+    return InvalidArgumentError("prefetch must be between 0 and 1000, got " +
+                                std::to_string(options.prefetch));
+  }
+  if (options.prefetch > 0 && options.prefetch_ttl.count() <= 0) {
+    return InvalidArgumentError("prefetch_ttl must be longer than zero when prefetch is on");
+  }
   auto impl = std::make_unique<Impl>(std::move(options));
   runtime::JobQueueContext& ctx = impl->context;
   const JobQueueOptions& o = ctx.options;

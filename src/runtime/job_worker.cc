@@ -24,6 +24,8 @@ JobQueueWorker::JobQueueWorker(JobQueueContext& context, JobCompleter& completer
     : context_(context),
       completer_(completer),
       queue_(std::move(queue)),
+      prefetch_(std::max(0, context.options.prefetch)),
+      prefetch_ttl_(context.options.prefetch_ttl),
       rng_(std::random_device{}()),
       concurrency_(std::max(1, concurrency)) {}
 
@@ -74,9 +76,25 @@ void JobQueueWorker::ProducerLoop(std::stop_token stop) {
     const SteadyTime now = clock.SteadyNow();
     SteadyTime wake_at = now + kMaxSleep;
     int free = 0;
+    std::vector<std::shared_ptr<Run>> stale;  // prefetched, waited longer than prefetch_ttl
     {
       std::lock_guard lock(mu_);
+      while (!ready_.empty() && now >= ready_.front()->claimed_at + prefetch_ttl_ && prefetch_ > 0) {
+        stale.push_back(std::move(ready_.front()));
+        ready_.pop_front();
+        running_.erase(stale.back()->row.id);
+        --busy_;
+      }
+      if (!ready_.empty() && prefetch_ > 0)
+        wake_at = std::min(wake_at, ready_.front()->claimed_at + prefetch_ttl_);
+      if (!stale.empty() && busy_ == 0) idle_cv_.notify_all();
       for (auto& [id, run] : running_) {
+        if (!run->started) {
+          // Not started (or starting right now, unseen): its deadline is no earlier than now + its timeout.
+          // Waking then re-reads the real one, without a wake-up per job start.
+          wake_at = std::min(wake_at, now + run->timeout);
+          continue;
+        }
         if (run->timed_out || run->cancelled) continue;
         if (now >= run->deadline) {
           run->timed_out = true;
@@ -87,9 +105,10 @@ void JobQueueWorker::ProducerLoop(std::stop_token stop) {
           wake_at = std::min(wake_at, run->deadline);
         }
       }
-      free = concurrency_ - busy_;
+      free = WantLocked();
       waiting_for_slot_ = free <= 0;
     }
+    if (!stale.empty()) Release(std::move(stale), "waited longer than the prefetch time-to-live");
     const std::chrono::milliseconds poll = context_.PollInterval();
     if (free > 0) {
       const bool poll_due = now >= last_claim_ + poll;
@@ -119,8 +138,10 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   params.queue = queue_;
   params.limit = std::min(free, kMaxClaimBatch);
   params.kinds = kinds_;
-  params.timeout =
-      std::chrono::duration_cast<std::chrono::microseconds>(timeout + context_.options.rescue_grace);
+  // A prefetched job may wait up to prefetch_ttl before its timeout starts counting.
+  params.timeout = std::chrono::duration_cast<std::chrono::microseconds>(
+      timeout + context_.options.rescue_grace +
+      (prefetch_ > 0 ? prefetch_ttl_ : std::chrono::milliseconds(0)));
   params.worker_id = context_.worker_id;
   Result<std::vector<store::JobRow>> claimed = context_.store->ClaimJobs(params);
   const SteadyTime after = context_.clock->SteadyNow();
@@ -140,11 +161,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
       auto run = std::make_shared<Run>();
       auto entry = context_.handlers.Find(row.kind);
       run->timeout = entry != nullptr ? entry->options.timeout.value_or(fallback) : fallback;
-      run->deadline = after + run->timeout;
-      const WallTime due = std::max(row.scheduled_at, row.created_at);
-      if (row.started_at.has_value()) {
-        context_.metrics->Started(queue_, std::chrono::duration<double>(*row.started_at - due).count());
-      }
+      run->claimed_at = after;
       run->row = std::move(row);
       runs.push_back(std::move(run));
     }
@@ -189,16 +206,46 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   return false;
 }
 
+int JobQueueWorker::WantLocked() const {
+  const int free = concurrency_ + prefetch_ - busy_;
+  if (free <= 0 || static_cast<int>(ready_.size()) > prefetch_ / 2) return 0;
+  return free;
+}
+
+void JobQueueWorker::Release(std::vector<std::shared_ptr<Run>> held, const char* why) {
+  for (const std::shared_ptr<Run>& run : held) {
+    PendingCompletion out;
+    out.queue = queue_;
+    out.kind = run->row.kind;
+    out.result = "released";
+    out.completion.id = run->row.id;
+    out.completion.attempt_token = run->row.attempt_token.value_or("");
+    out.completion.outcome = store::JobOutcome::kRelease;
+    out.completion.error = run->row.last_error;  // as it was before the claim
+    completer_.Add(std::move(out));
+  }
+  context_.Log(LogLevel::kDebug, "Handing " + std::to_string(held.size()) + " prefetched jobs of queue " +
+                                     queue_ + " back to the queue: " + why);
+}
+
 void JobQueueWorker::WorkerLoop() {
   while (true) {
     std::shared_ptr<Run> run;
+    bool wake = false;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
       if (ready_.empty()) return;
       run = std::move(ready_.front());
       ready_.pop_front();
+      run->started = true;
+      run->deadline = context_.clock->SteadyNow() + run->timeout;
+      if (waiting_for_slot_ && WantLocked() > 0) {
+        waiting_for_slot_ = false;
+        wake = true;
+      }
     }
+    if (wake) wake_.Notify();
     Execute(run);
   }
 }
@@ -224,8 +271,21 @@ void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
                  .stop_token = run->stop.get_token()};
   auto entry = context_.handlers.Find(row.kind);
   const SteadyTime start = context_.clock->SteadyNow();
+  if (row.started_at.has_value()) {
+    // Start latency on the database's clock: the claim's time plus how long the job waited here.
+    const WallTime due = std::max(row.scheduled_at, row.created_at);
+    const auto waited = std::chrono::duration_cast<WallTime::duration>(start - run->claimed_at);
+    context_.metrics->Started(queue_, std::chrono::duration<double>(*row.started_at + waited - due).count());
+  }
+  bool cancelled_before_start = false;
+  {
+    std::lock_guard lock(mu_);
+    cancelled_before_start = run->cancelled;
+  }
   JobResult result = JobResult::Fail("No handler for job kind '" + row.kind + "' on this node");
-  if (entry != nullptr && entry->handler) {
+  if (cancelled_before_start) {
+    result = JobResult::Cancel("Cancelled before it started");
+  } else if (entry != nullptr && entry->handler) {
     try {
       result = entry->handler(job);
     } catch (const std::exception& e) {
@@ -252,7 +312,7 @@ void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
     std::lock_guard lock(mu_);
     running_.erase(row.id);
     --busy_;
-    if (waiting_for_slot_) {
+    if (waiting_for_slot_ && WantLocked() > 0) {
       waiting_for_slot_ = false;
       wake = true;
     }
@@ -331,6 +391,17 @@ void JobQueueWorker::Shutdown(std::chrono::milliseconds grace) {
   }
   producer_stop_.request_stop();
   if (producer.joinable()) producer.join();
+  std::vector<std::shared_ptr<Run>> held;  // claimed, not started: back to the queue rather than run now
+  {
+    std::lock_guard lock(mu_);
+    for (std::shared_ptr<Run>& run : ready_) {
+      running_.erase(run->row.id);
+      --busy_;
+      held.push_back(std::move(run));
+    }
+    ready_.clear();
+  }
+  if (!held.empty()) Release(std::move(held), "shutdown");
   {
     std::unique_lock lock(mu_);
     // Real time: a drain at process stop must end even under a FakeClock nobody advances.

@@ -1,13 +1,16 @@
 // JobQueueWorker: the workers of one queue on this node -- a producer thread and a fixed pool of
 // `concurrency` worker threads.
 //
-// The producer claims due jobs in one ClaimJobs statement per batch, never more than the free worker slots
-// (so a claimed job starts at once and its expiry in the database is honest), and hands them to the pool. It
-// claims when woken (an enqueue in this process, a database notification, a slot freed while more jobs may be
-// waiting), when the next job of the queue becomes due (NextJobDueAt, translated to this node's clock), and
-// at the poll interval (the fallback for missed notifications). It also supervises the running jobs: at a
-// job's timeout its stop_token fires. Workers run the handler, turn its JobResult (or exception) into a
-// completion with the backoff of the retry policy, and pass it to the JobCompleter.
+// The producer claims due jobs in one ClaimJobs statement per batch, up to the free worker slots plus the
+// queue's prefetch (JobQueueOptions::prefetch, default 0), and hands them to the pool. Prefetched jobs wait
+// in the pool's ready list; the producer claims again once fewer than half of the prefetch are waiting, and
+// hands back (JobOutcome::kRelease) a job that waited longer than prefetch_ttl, and at Shutdown every job
+// that has not started. A job's timeout counts from its start, not its claim. It claims when woken (an
+// enqueue in this process, a database notification, a slot freed while more jobs may be waiting), when the
+// next job of the queue becomes due (NextJobDueAt, translated to this node's clock), and at the poll interval
+// (the fallback for missed notifications). It also supervises the running jobs: at a job's timeout its
+// stop_token fires. Workers run the handler, turn its JobResult (or exception) into a completion with the
+// backoff of the retry policy, and pass it to the JobCompleter.
 //
 // Waits read the context's clock (FakeClock in tests), except the shutdown grace, which is real time.
 //
@@ -62,7 +65,9 @@ class JobQueueWorker {
     store::JobRow row;
     std::stop_source stop;
     std::chrono::milliseconds timeout{0};
-    SteadyTime deadline;
+    SteadyTime claimed_at;     // this node's clock, right after the claim returned
+    SteadyTime deadline;       // guarded by mu_; set at the start
+    bool started = false;      // guarded by mu_: taken off ready_ by a worker
     bool timed_out = false;    // guarded by mu_
     bool cancelled = false;    // guarded by mu_
     bool interrupted = false;  // guarded by mu_: stopped by Shutdown after the grace
@@ -74,6 +79,11 @@ class JobQueueWorker {
   // became due while it ran).
   bool Claim(int free, SteadyTime now);
   void Execute(const std::shared_ptr<Run>& run);
+  // How many jobs the producer should claim now (0: none): the free slots of concurrency + prefetch, once at
+  // most half of the prefetch is left waiting.
+  int WantLocked() const;
+  // Hands jobs that never started back to the queue, through the completer.
+  void Release(std::vector<std::shared_ptr<Run>> held, const char* why);
   PendingCompletion Complete(const Run& run, JobResult result, bool timed_out, bool cancelled,
                              bool interrupted);
   std::chrono::milliseconds Backoff(int attempt);
@@ -81,6 +91,8 @@ class JobQueueWorker {
   JobQueueContext& context_;
   JobCompleter& completer_;
   const std::string queue_;
+  const int prefetch_;
+  const std::chrono::milliseconds prefetch_ttl_;
 
   WakeSignal wake_;                // the producer's
   std::atomic<bool> dirty_{true};  // a claim may find something: set by Notify and by a full claim
@@ -93,7 +105,7 @@ class JobQueueWorker {
   std::optional<SteadyTime> next_due_;
   SteadyTime last_claim_{};
   int early_polls_ = 0;
-  bool waiting_for_slot_ = false;  // guarded by mu_: the producer found no free slot and waits for one
+  bool waiting_for_slot_ = false;  // guarded by mu_: the producer found nothing to claim for and waits
 
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
@@ -101,7 +113,7 @@ class JobQueueWorker {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;                      // workers wait for ready_ or stopping_
   std::condition_variable idle_cv_;                      // Shutdown waits for busy_ == 0
-  std::deque<std::shared_ptr<Run>> ready_;               // guarded by mu_
+  std::deque<std::shared_ptr<Run>> ready_;               // guarded by mu_; claimed, not started, oldest first
   std::map<std::string, std::shared_ptr<Run>> running_;  // guarded by mu_; claimed, not yet finished
   int concurrency_ = 0;                                  // guarded by mu_
   int busy_ = 0;                                         // guarded by mu_; == running_.size()

@@ -511,6 +511,181 @@ TEST_P(JobQueueTest, ShutdownStopsJobsThatOutliveTheGraceAndRequeuesThem) {
   EXPECT_EQ(row->last_error, "Interrupted by shutdown");
 }
 
+// ---- Prefetch (JobQueueOptions::prefetch): jobs claimed beyond the free slots and held on this node.
+
+long CountRunning(JobQueue& q) {
+  auto jobs = q.ListJobs({.status = JobStatus::kRunning, .limit = 1000});
+  return jobs.ok() ? static_cast<long>(jobs->size()) : -1;
+}
+
+TEST_P(JobQueueTest, PrefetchClaimsBeyondTheFreeSlotsAndRunsEveryHeldJobOnce) {
+  auto options = Options(&Clock::Real());
+  options.prefetch = 3;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 gate_.Wait(ctx.stop_token);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  std::vector<JobSpec> specs(5, Spec("work"));
+  auto ids = q.EnqueueMany(specs);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  // One slot + a prefetch of 3: four claimed (running in the database), one handler running, one left
+  // pending.
+  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 4; })) << CountRunning(q);
+  EXPECT_EQ(calls_.calls().size(), 1u);
+  gate_.Open();
+  for (const auto& r : *ids) {
+    ASSERT_TRUE(WaitForJob(q, r.id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
+        << r.id;
+    EXPECT_EQ(q.GetJob(r.id)->attempt, 1) << r.id;
+  }
+  EXPECT_EQ(calls_.calls().size(), 5u);
+}
+
+TEST_P(JobQueueTest, AHeldJobIsHandedBackAfterThePrefetchTtlWithoutUsingAnAttempt) {
+  testing::FakeClock& clock = fake_clock_;
+  auto options = Options(&clock);
+  options.prefetch = 2;
+  options.prefetch_ttl = 5s;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 gate_.Wait(ctx.stop_token);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  JobSpec spec = Spec("work");
+  spec.max_retries = 0;  // a hand-back that counted as an attempt would freeze these jobs
+  std::vector<JobSpec> specs(3, spec);
+  auto ids = q.EnqueueMany(specs);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 3; }));
+  // The two held jobs wait past the TTL behind the blocked one: handed back (and claimed again).
+  ASSERT_TRUE(Eventually([&] {
+    clock.Advance(1s);
+    return MetricValue(q, "octop_jobs_completed_total", {{"result", "released"}}) >= 2;
+  })) << logs_.Dump();
+  EXPECT_EQ(calls_.calls().size(), 1u) << "a held job was handed back, not run";
+  gate_.Open();
+  for (const auto& r : *ids) {
+    ASSERT_TRUE(WaitForJob(q, r.id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
+        << r.id << "\n"
+        << logs_.Dump();
+    EXPECT_EQ(q.GetJob(r.id)->attempt, 1) << r.id;
+  }
+}
+
+TEST_P(JobQueueTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
+  auto options = Options(&Clock::Real());
+  options.prefetch = 3;
+  options.shutdown_grace = 50ms;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("stubborn", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 Gate never;
+                 never.Wait(ctx.stop_token);
+                 return JobResult::Fail("stopped");
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  std::vector<JobSpec> specs(4, Spec("stubborn"));
+  auto ids = q.EnqueueMany(specs);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 4; }));
+  const std::string ran = calls_.calls().front().id;
+  q.Shutdown();
+  EXPECT_EQ(calls_.calls().size(), 1u);
+  store::Store& direct = Direct(Clock::Real());
+  for (const auto& r : *ids) {
+    auto row = direct.GetJob(r.id);
+    ASSERT_TRUE(row.ok());
+    if (r.id == ran) {
+      EXPECT_EQ(row->status, store::JobStatus::kFailed);
+      EXPECT_EQ(row->last_error, "Interrupted by shutdown");
+    } else {
+      EXPECT_EQ(row->status, store::JobStatus::kPending) << r.id;
+      EXPECT_EQ(row->attempt, 0) << r.id;
+      EXPECT_EQ(row->attempt_token, std::nullopt) << r.id;
+    }
+  }
+}
+
+TEST_P(JobQueueTest, CancelOfAHeldJobNeverRunsIt) {
+  auto options = Options(&Clock::Real());
+  options.prefetch = 1;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 gate_.Wait(ctx.stop_token);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  std::vector<JobSpec> specs(2, Spec("work"));
+  auto ids = q.EnqueueMany(specs);
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 2; }));
+  const std::string ran = calls_.calls().front().id;
+  const std::string held = (*ids)[0].id == ran ? (*ids)[1].id : (*ids)[0].id;
+  ASSERT_TRUE(q.CancelJob(held).ok());
+  gate_.Open();
+  ASSERT_TRUE(WaitForJob(q, held, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
+  EXPECT_EQ(q.GetJob(held)->last_error, "Job was cancelled");
+  ASSERT_TRUE(WaitForJob(q, ran, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  EXPECT_EQ(calls_.calls().size(), 1u) << "the cancelled held job never reached its handler";
+}
+
+TEST_P(JobQueueTest, AHeldJobsTimeoutCountsFromItsStartNotItsClaim) {
+  testing::FakeClock& clock = fake_clock_;
+  auto options = Options(&clock);
+  options.prefetch = 1;
+  JobQueue& q = Open(options);
+  std::optional<WallTime> stopped_at;  // guarded by mu_
+  ASSERT_TRUE(q.RegisterHandler("slow",
+                                [&](const JobContext& ctx) {
+                                  calls_.Add(ctx);
+                                  if (calls_.calls().size() == 1) {
+                                    gate_.Wait(ctx.stop_token);
+                                    return JobResult::Done();
+                                  }
+                                  Gate never;
+                                  never.Wait(ctx.stop_token);
+                                  std::lock_guard lock(mu_);
+                                  stopped_at = clock.WallNow();
+                                  return JobResult::Fail("interrupted");
+                                },
+                                {.timeout = 10s})
+                  .ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  JobSpec spec = Spec("slow");
+  spec.max_retries = 0;  // no third call: the handler's captures live in this body
+  std::vector<JobSpec> specs(2, spec);
+  ASSERT_TRUE(q.EnqueueMany(specs).ok());
+  const WallTime t0 = clock.WallNow();
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 2; }));  // both claimed at t0
+  clock.Advance(8s);
+  gate_.Open();  // the first ends at t0 + 8 s; the held one starts then
+  ASSERT_TRUE(calls_.WaitFor(2));
+  clock.Advance(9s);  // t0 + 17 s: 17 s after its claim, 9 s after its start
+  ASSERT_TRUE(Eventually([&] {
+    clock.Advance(1s);
+    std::lock_guard lock(mu_);
+    return stopped_at.has_value();
+  }));
+  std::lock_guard lock(mu_);
+  EXPECT_GE(*stopped_at - t0, 18s) << "the timeout must count from the start (t0 + 8 s), not the claim (t0)";
+}
+
 TEST_P(JobQueueTest, InvalidInputIsRefusedBeforeAnyWrite) {
   JobQueue& q = Open(Options(&Clock::Real()));
   EXPECT_EQ(q.Enqueue(Spec("")).status().code(), StatusCode::kInvalidArgument);
