@@ -492,6 +492,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
     if (const Json* jobs = top.Get("jobs")) {
       OCTOP_RETURN_IF_ERROR(ExpectObject(*jobs, "jobs", where));
       Section j(*jobs, "jobs", where);
+      OCTOP_ASSIGN_OR_RETURN(auto prefetch, j.OptionalInt("prefetch", 0, 1000));
+      if (prefetch) config.job_prefetch = static_cast<int>(*prefetch);
       if (const Json* handlers = j.Get("handlers")) {
         if (!handlers->is_array())
           return InvalidArgumentError(j.Where("handlers") + "expected a list of handlers");

@@ -94,6 +94,7 @@ struct DaemonConfig {
   std::chrono::milliseconds janitor_interval{60000};
   std::vector<PluginConfig> plugins;
   std::vector<JobHandlerConfig> job_handlers;
+  int job_prefetch = 0;  // jobs.prefetch: JobQueueOptions::prefetch, 0..1000
   std::string log_level = "info";
 };
 

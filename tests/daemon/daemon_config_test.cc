@@ -129,6 +129,7 @@ plugins:
         schedule: { frequency: { trigger: manual }, timeout: PT10S }
         webhook: { url: 'http://127.0.0.1:9000/hook', method: put, headers: { X-Key: abc } }
 jobs:
+  prefetch: 200
   handlers:
     - kind: email
       queue: mail
@@ -164,6 +165,7 @@ TEST(ParseDaemonConfig, ReadsEveryKey) {
   ASSERT_EQ(c->job_handlers.size(), 1u);
   EXPECT_EQ(c->job_handlers[0].concurrency, 8);
   EXPECT_EQ(c->job_handlers[0].queue, "mail");
+  EXPECT_EQ(c->job_prefetch, 200);
 }
 
 TEST(ParseDaemonConfig, EmptyFileGivesDefaults) {
@@ -221,6 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "expected an http:// or https:// URL, got 'ftp://x'"},
         BadCase{"jobs: {handlers: [{kind: k, concurrency: 0, command: [x]}]}",
                 "jobs.handlers[0].concurrency: expected a whole number from 1 to 1024, got 0"},
+        BadCase{"jobs: {prefetch: 1001}", "jobs.prefetch: expected a whole number from 0 to 1000, got 1001"},
         BadCase{"a: [unclosed", "not valid YAML"}, BadCase{"database: a\ndatabase: b\n", "appears twice"},
         BadCase{"databse: \"\xff\xfe\"", "unknown key 'databse'"},
         BadCase{"http: {listen: [\"\xff\"]}", "http.listen: expected a string, got [\"\xEF\xBF\xBD\"]"}));
