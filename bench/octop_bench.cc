@@ -304,8 +304,12 @@ Steady::time_point WaitForCompletions(const JobQueue& queue, double target) {
   return Steady::now();
 }
 
+// The worker queues' JobQueueOptions::prefetch (--prefetch).
+int g_prefetch = 0;
+
 std::unique_ptr<JobQueue> OpenQueue(Backend& backend, int pool_size = 8) {
   JobQueueOptions options;
+  options.prefetch = g_prefetch;
   options.database_url = backend.url();
   options.store_factory = [&backend, pool_size](const Clock& clock) {
     return backend.OpenFigureStore(clock, pool_size);
@@ -662,14 +666,16 @@ struct Args {
   std::string suite = "all";
   std::string out;
   bool quick = false;
+  std::vector<int> concurrency{1, 10, 32};
+  int prefetch = 500;
 };
 
 bool Runs(const Args& args, const std::string& suite) { return args.suite == "all" || args.suite == suite; }
 
 void RunQueueSuites(Backend& backend, Sink& sink, const Args& args, const Sizes& sizes) {
   if (Runs(args, "queue")) {
-    for (const int c : {1, 10, 32}) ThroughputPreinserted(backend, sink, c, sizes.jobs);
-    for (const int c : {1, 10, 32}) ThroughputEnqueueDrain(backend, sink, c, sizes.jobs);
+    for (const int c : args.concurrency) ThroughputPreinserted(backend, sink, c, sizes.jobs);
+    for (const int c : args.concurrency) ThroughputEnqueueDrain(backend, sink, c, sizes.jobs);
   }
   if (Runs(args, "latency")) Latency(backend, sink, sizes.latency_samples);
 }
@@ -684,12 +690,17 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"queue", "latency", "scheduler", "idle", "all"}));
   app.add_option("--out", args.out, "append the JSON lines to this file");
   app.add_flag("--quick", args.quick, "small sizes, for a smoke test");
+  app.add_option("--concurrency", args.concurrency, "the queue suite's worker concurrencies (default 1 10 32)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--prefetch", args.prefetch, "JobQueueOptions::prefetch of the workers (default 500)")
+      ->check(CLI::Range(0, 1000));
   CLI11_PARSE(app, argc, argv);
   if (args.pg_url.empty() && args.sqlite_dir.empty()) {
     std::cerr << "octop_bench: give --pg-url and/or --sqlite-dir\n";
     return 2;
   }
   const Sizes sizes = args.quick ? QuickSizes() : Sizes{};
+  g_prefetch = args.prefetch;
   // The benchmark's own output is the table; octop's info lines would interleave with it.
   spdlog::set_level(spdlog::level::warn);
   Sink sink(args.out);
