@@ -257,9 +257,10 @@ struct EnqueuedJob {
 
 // Take up to `limit` due jobs of `queue`: status pending or failed, scheduled_at <= now, the queue not
 // paused, kind in `kinds` (any when empty); ORDER BY priority, scheduled_at, id. Each becomes running with
-// attempt + 1, a fresh attempt_token, started_at = now, expires_at = now + timeout, worker_id. PostgreSQL:
-// one statement with FOR UPDATE SKIP LOCKED (no job goes to two claimers, claimers do not wait for each
-// other); SQLite: one statement under the single writer lock.
+// attempt + 1, a fresh attempt_token (one per call: the jobs of one claim may share it, every later claim of
+// a job gets another), started_at = now, expires_at = now + timeout, worker_id. PostgreSQL: one statement
+// with FOR UPDATE SKIP LOCKED (no job goes to two claimers, claimers do not wait for each other); SQLite: one
+// statement under the single writer lock.
 struct ClaimJobsParams {
   std::string queue = "default";
   int limit = 1;                   // 1..1000

@@ -589,6 +589,7 @@ TEST_P(JobsTest, ReleaseUndoesTheClaimOfAFreshJob) {
   auto again = Claim();
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].attempt, 1);
+  EXPECT_NE(again[0].attempt_token, claimed[0].attempt_token) << "every claim gets a new token";
   ASSERT_TRUE(Complete(again[0], JobOutcome::kSuccess));
   EXPECT_EQ(Get(id).status, JobStatus::kSuccess);
 }
