@@ -518,161 +518,147 @@ long CountRunning(JobQueue& q) {
   return jobs.ok() ? static_cast<long>(jobs->size()) : -1;
 }
 
-TEST_P(JobQueueTest, PrefetchClaimsBeyondTheFreeSlotsAndRunsEveryHeldJobOnce) {
+// A queue with one worker slot and `options.prefetch`, `n` jobs of `spec` enqueued before its start; returned
+// once the first job runs and `claimed` jobs are claimed (running in the database).
+struct Holding {
+  JobQueue* q = nullptr;
+  std::vector<std::string> ids;  // enqueue order
+  std::string ran;               // the job whose handler runs
+};
+
+class JobPrefetchTest : public JobQueueTestBase {
+ protected:
+  Holding StartHolding(const JobQueueOptions& options, JobHandler handler, const JobSpec& spec, int n,
+                       long claimed, JobHandlerOptions handler_options = {}) {
+    Holding h;
+    h.q = &Open(options);
+    EXPECT_TRUE(h.q->RegisterHandler(spec.kind, std::move(handler), handler_options).ok());
+    EXPECT_TRUE(h.q->AddWorkers("default", 1).ok());
+    auto ids = h.q->EnqueueMany(std::vector<JobSpec>(static_cast<std::size_t>(n), spec));
+    EXPECT_TRUE(ids.ok());
+    if (ids.ok()) {
+      for (const auto& r : *ids) h.ids.push_back(r.id);
+    }
+    EXPECT_TRUE(h.q->Start().ok());
+    EXPECT_TRUE(calls_.WaitFor(1));
+    EXPECT_TRUE(Eventually([&] { return CountRunning(*h.q) == claimed; })) << CountRunning(*h.q);
+    if (!calls_.calls().empty()) h.ran = calls_.calls().front().id;
+    return h;
+  }
+  // Records the call and blocks until the test opens gate_ (or the stop token fires).
+  JobHandler GatedHandler() {
+    return [this](const JobContext& ctx) {
+      calls_.Add(ctx);
+      gate_.Wait(ctx.stop_token);
+      return JobResult::Done();
+    };
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, JobPrefetchTest, ::testing::ValuesIn(store::testing::AllBackends()),
+                         BackendName);
+
+TEST_P(JobPrefetchTest, ClaimsBeyondTheFreeSlotsAndRunsEveryHeldJobOnce) {
   auto options = Options(&Clock::Real());
   options.prefetch = 3;
-  JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 gate_.Wait(ctx.stop_token);
-                 return JobResult::Done();
-               }).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
-  std::vector<JobSpec> specs(5, Spec("work"));
-  auto ids = q.EnqueueMany(specs);
-  ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(q.Start().ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
-  // One slot + a prefetch of 3: four claimed (running in the database), one handler running, one left
-  // pending.
-  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 4; })) << CountRunning(q);
+  // One slot + a prefetch of 3: four claimed, one handler running, one job left pending.
+  Holding h = StartHolding(options, GatedHandler(), Spec("work"), 5, 4);
   EXPECT_EQ(calls_.calls().size(), 1u);
   gate_.Open();
-  for (const auto& r : *ids) {
-    ASSERT_TRUE(WaitForJob(q, r.id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
-        << r.id;
-    EXPECT_EQ(q.GetJob(r.id)->attempt, 1) << r.id;
+  for (const std::string& id : h.ids) {
+    ASSERT_TRUE(WaitForJob(*h.q, id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; })) << id;
+    EXPECT_EQ(h.q->GetJob(id)->attempt, 1) << id;
   }
   EXPECT_EQ(calls_.calls().size(), 5u);
 }
 
-TEST_P(JobQueueTest, AHeldJobIsHandedBackAfterThePrefetchTtlWithoutUsingAnAttempt) {
+TEST_P(JobPrefetchTest, AHeldJobIsHandedBackAfterTheTtlWithoutUsingAnAttempt) {
   testing::FakeClock& clock = fake_clock_;
   auto options = Options(&clock);
   options.prefetch = 2;
   options.prefetch_ttl = 5s;
-  JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 gate_.Wait(ctx.stop_token);
-                 return JobResult::Done();
-               }).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
   JobSpec spec = Spec("work");
   spec.max_retries = 0;  // a hand-back that counted as an attempt would freeze these jobs
-  std::vector<JobSpec> specs(3, spec);
-  auto ids = q.EnqueueMany(specs);
-  ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(q.Start().ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
-  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 3; }));
+  Holding h = StartHolding(options, GatedHandler(), spec, 3, 3);
   // The two held jobs wait past the TTL behind the blocked one: handed back (and claimed again).
   ASSERT_TRUE(Eventually([&] {
     clock.Advance(1s);
-    return MetricValue(q, "octop_jobs_completed_total", {{"result", "released"}}) >= 2;
+    return MetricValue(*h.q, "octop_jobs_completed_total", {{"result", "released"}}) >= 2;
   })) << logs_.Dump();
   EXPECT_EQ(calls_.calls().size(), 1u) << "a held job was handed back, not run";
   gate_.Open();
-  for (const auto& r : *ids) {
-    ASSERT_TRUE(WaitForJob(q, r.id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
-        << r.id << "\n"
+  for (const std::string& id : h.ids) {
+    ASSERT_TRUE(WaitForJob(*h.q, id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
+        << id << "\n"
         << logs_.Dump();
-    EXPECT_EQ(q.GetJob(r.id)->attempt, 1) << r.id;
+    EXPECT_EQ(h.q->GetJob(id)->attempt, 1) << id;
   }
 }
 
-TEST_P(JobQueueTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
+TEST_P(JobPrefetchTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
   auto options = Options(&Clock::Real());
   options.prefetch = 3;
   options.shutdown_grace = 50ms;
-  JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("stubborn", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 Gate never;
-                 never.Wait(ctx.stop_token);
-                 return JobResult::Fail("stopped");
-               }).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
-  std::vector<JobSpec> specs(4, Spec("stubborn"));
-  auto ids = q.EnqueueMany(specs);
-  ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(q.Start().ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
-  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 4; }));
-  const std::string ran = calls_.calls().front().id;
-  q.Shutdown();
+  Holding h = StartHolding(
+      options,
+      [&](const JobContext& ctx) {
+        calls_.Add(ctx);
+        Gate never;
+        never.Wait(ctx.stop_token);
+        return JobResult::Fail("stopped");
+      },
+      Spec("stubborn"), 4, 4);
+  h.q->Shutdown();
   EXPECT_EQ(calls_.calls().size(), 1u);
   store::Store& direct = Direct(Clock::Real());
-  for (const auto& r : *ids) {
-    auto row = direct.GetJob(r.id);
+  for (const std::string& id : h.ids) {
+    auto row = direct.GetJob(id);
     ASSERT_TRUE(row.ok());
-    if (r.id == ran) {
+    if (id == h.ran) {
       EXPECT_EQ(row->status, store::JobStatus::kFailed);
       EXPECT_EQ(row->last_error, "Interrupted by shutdown");
     } else {
-      EXPECT_EQ(row->status, store::JobStatus::kPending) << r.id;
-      EXPECT_EQ(row->attempt, 0) << r.id;
-      EXPECT_EQ(row->attempt_token, std::nullopt) << r.id;
+      EXPECT_EQ(row->status, store::JobStatus::kPending) << id;
+      EXPECT_EQ(row->attempt, 0) << id;
+      EXPECT_EQ(row->attempt_token, std::nullopt) << id;
     }
   }
 }
 
-TEST_P(JobQueueTest, CancelOfAHeldJobNeverRunsIt) {
+TEST_P(JobPrefetchTest, CancelOfAHeldJobNeverRunsIt) {
   auto options = Options(&Clock::Real());
   options.prefetch = 1;
-  JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 gate_.Wait(ctx.stop_token);
-                 return JobResult::Done();
-               }).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
-  std::vector<JobSpec> specs(2, Spec("work"));
-  auto ids = q.EnqueueMany(specs);
-  ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(q.Start().ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
-  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 2; }));
-  const std::string ran = calls_.calls().front().id;
-  const std::string held = (*ids)[0].id == ran ? (*ids)[1].id : (*ids)[0].id;
-  ASSERT_TRUE(q.CancelJob(held).ok());
+  Holding h = StartHolding(options, GatedHandler(), Spec("work"), 2, 2);
+  const std::string held = h.ids[0] == h.ran ? h.ids[1] : h.ids[0];
+  ASSERT_TRUE(h.q->CancelJob(held).ok());
   gate_.Open();
-  ASSERT_TRUE(WaitForJob(q, held, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
-  EXPECT_EQ(q.GetJob(held)->last_error, "Job was cancelled");
-  ASSERT_TRUE(WaitForJob(q, ran, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+  ASSERT_TRUE(WaitForJob(*h.q, held, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
+  EXPECT_EQ(h.q->GetJob(held)->last_error, "Job was cancelled");
+  ASSERT_TRUE(WaitForJob(*h.q, h.ran, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
   EXPECT_EQ(calls_.calls().size(), 1u) << "the cancelled held job never reached its handler";
 }
 
-TEST_P(JobQueueTest, AHeldJobsTimeoutCountsFromItsStartNotItsClaim) {
+TEST_P(JobPrefetchTest, AHeldJobsTimeoutCountsFromItsStartNotItsClaim) {
   testing::FakeClock& clock = fake_clock_;
   auto options = Options(&clock);
   options.prefetch = 1;
-  JobQueue& q = Open(options);
-  std::optional<WallTime> stopped_at;  // guarded by mu_
-  ASSERT_TRUE(q.RegisterHandler("slow",
-                                [&](const JobContext& ctx) {
-                                  calls_.Add(ctx);
-                                  if (calls_.calls().size() == 1) {
-                                    gate_.Wait(ctx.stop_token);
-                                    return JobResult::Done();
-                                  }
-                                  Gate never;
-                                  never.Wait(ctx.stop_token);
-                                  std::lock_guard lock(mu_);
-                                  stopped_at = clock.WallNow();
-                                  return JobResult::Fail("interrupted");
-                                },
-                                {.timeout = 10s})
-                  .ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
   JobSpec spec = Spec("slow");
   spec.max_retries = 0;  // no third call: the handler's captures live in this body
-  std::vector<JobSpec> specs(2, spec);
-  ASSERT_TRUE(q.EnqueueMany(specs).ok());
   const WallTime t0 = clock.WallNow();
-  ASSERT_TRUE(q.Start().ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
-  ASSERT_TRUE(Eventually([&] { return CountRunning(q) == 2; }));  // both claimed at t0
+  std::optional<WallTime> stopped_at;  // guarded by mu_
+  Holding h = StartHolding(options,
+                           [&](const JobContext& ctx) {
+                             calls_.Add(ctx);
+                             if (calls_.calls().size() == 1) {
+                               gate_.Wait(ctx.stop_token);
+                               return JobResult::Done();
+                             }
+                             Gate never;
+                             never.Wait(ctx.stop_token);
+                             std::lock_guard lock(mu_);
+                             stopped_at = clock.WallNow();
+                             return JobResult::Fail("interrupted");
+                           },
+                           spec, 2, 2, {.timeout = 10s});  // both claimed at t0
   clock.Advance(8s);
   gate_.Open();  // the first ends at t0 + 8 s; the held one starts then
   ASSERT_TRUE(calls_.WaitFor(2));
