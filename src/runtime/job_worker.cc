@@ -232,20 +232,35 @@ void JobQueueWorker::WorkerLoop() {
   while (true) {
     std::shared_ptr<Run> run;
     bool wake = false;
+    bool stale = false;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
       if (ready_.empty()) return;
       run = std::move(ready_.front());
       ready_.pop_front();
-      run->started = true;
-      run->deadline = context_.clock->SteadyNow() + run->timeout;
+      const SteadyTime now = context_.clock->SteadyNow();
+      // A held job past its time-to-live is not started even if the producer has not swept it yet (after a
+      // SIGSTOP, say): its expiry in the database no longer covers a whole run, another node may have it.
+      stale = prefetch_ > 0 && now >= run->claimed_at + prefetch_ttl_;
+      if (stale) {
+        running_.erase(run->row.id);
+        --busy_;
+        if (busy_ == 0) idle_cv_.notify_all();
+      } else {
+        run->started = true;
+        run->deadline = now + run->timeout;
+      }
       if (waiting_for_slot_ && WantLocked() > 0) {
         waiting_for_slot_ = false;
         wake = true;
       }
     }
     if (wake) wake_.Notify();
+    if (stale) {
+      Release({run}, "waited longer than the prefetch time-to-live");
+      continue;
+    }
     Execute(run);
   }
 }

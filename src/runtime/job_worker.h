@@ -4,13 +4,14 @@
 // The producer claims due jobs in one ClaimJobs statement per batch, up to the free worker slots plus the
 // queue's prefetch (JobQueueOptions::prefetch, default 0), and hands them to the pool. Prefetched jobs wait
 // in the pool's ready list; the producer claims again once fewer than half of the prefetch are waiting, and
-// hands back (JobOutcome::kRelease) a job that waited longer than prefetch_ttl, and at Shutdown every job
-// that has not started. A job's timeout counts from its start, not its claim. It claims when woken (an
-// enqueue in this process, a database notification, a slot freed while more jobs may be waiting), when the
-// next job of the queue becomes due (NextJobDueAt, translated to this node's clock), and at the poll interval
-// (the fallback for missed notifications). It also supervises the running jobs: at a job's timeout its
-// stop_token fires. Workers run the handler, turn its JobResult (or exception) into a completion with the
-// backoff of the retry policy, and pass it to the JobCompleter.
+// hands back (JobOutcome::kRelease) a job that waited longer than prefetch_ttl (a worker taking such a job
+// hands it back instead of starting it), and at Shutdown every job that has not started. A job's timeout
+// counts from its start, not its claim. It claims when woken (an enqueue in this process, a database
+// notification, a slot freed while more jobs may be waiting), when the next job of the queue becomes due
+// (NextJobDueAt, translated to this node's clock), and at the poll interval (the fallback for missed
+// notifications). It also supervises the running jobs: at a job's timeout its stop_token fires. Workers run
+// the handler, turn its JobResult (or exception) into a completion with the backoff of the retry policy, and
+// pass it to the JobCompleter.
 //
 // Waits read the context's clock (FakeClock in tests), except the shutdown grace, which is real time.
 //

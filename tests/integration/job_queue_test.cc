@@ -594,6 +594,27 @@ TEST_P(JobPrefetchTest, AHeldJobIsHandedBackAfterTheTtlWithoutUsingAnAttempt) {
   }
 }
 
+TEST_P(JobPrefetchTest, AHeldJobPastItsTtlIsNotStartedWhenASlotFreesAtThatMoment) {
+  testing::FakeClock& clock = fake_clock_;
+  auto options = Options(&clock);
+  options.prefetch = 1;
+  options.prefetch_ttl = 5s;
+  JobSpec spec = Spec("work");
+  spec.max_retries = 0;
+  Holding h = StartHolding(options, GatedHandler(), spec, 2, 2);
+  const std::string held = h.ids[0] == h.ran ? h.ids[1] : h.ids[0];
+  // Past the TTL and a free slot at once: the worker taking the held job and the producer's sweep race;
+  // either way the job goes back to the queue before it runs (and then runs under a new claim).
+  clock.Advance(6s);
+  gate_.Open();
+  ASSERT_TRUE(Eventually([&] {
+    return MetricValue(*h.q, "octop_jobs_completed_total", {{"result", "released"}}) >= 1;
+  })) << logs_.Dump();
+  ASSERT_TRUE(WaitForJob(*h.q, held, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
+      << logs_.Dump();
+  EXPECT_EQ(h.q->GetJob(held)->attempt, 1) << "the released claim did not count";
+}
+
 TEST_P(JobPrefetchTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
   auto options = Options(&Clock::Real());
   options.prefetch = 3;
