@@ -211,31 +211,35 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
       report.violations.push_back("job " + id + " was enqueued (201) and is gone: lost");
   }
 
-  // Attempts from the audit: who claimed each token, until when, and when the claimer ended it.
+  // Attempts from the audit: who claimed each (job, token), until when, and when the claimer ended it. A
+  // token is one per claim statement, so the jobs of one claim share it: the job is part of the key. A
+  // released claim (prefetched, never started) ends by its claimer and its attempt number is claimed again.
   struct Attempt {
     std::string job;
     int number = 0;
     std::string claimer;
+    double claimed_at = 0;
     double expires = kInfinity;
     bool ended = false;
     std::optional<double> ended_by_claimer_at;
   };
-  std::map<std::string, Attempt> attempts;
+  std::map<std::pair<std::string, std::string>, Attempt> attempts;
   for (const JobAudit& a : audit) {
     if (a.new_status == "running" && a.new_token && a.new_token != a.old_token) {
-      attempts[*a.new_token] = Attempt{.job = a.job,
-                                       .number = a.new_attempt,
-                                       .claimer = a.app,
-                                       .expires = a.new_expires.value_or(kInfinity),
-                                       .ended = false,
-                                       .ended_by_claimer_at = std::nullopt};
+      attempts[{a.job, *a.new_token}] = Attempt{.job = a.job,
+                                                .number = a.new_attempt,
+                                                .claimer = a.app,
+                                                .claimed_at = a.at,
+                                                .expires = a.new_expires.value_or(kInfinity),
+                                                .ended = false,
+                                                .ended_by_claimer_at = std::nullopt};
     }
     if (a.old_status != "running" || a.new_status == "running") continue;
     if (!a.old_token) {
       report.violations.push_back("job " + a.job + ": a running attempt without a token ended");
       continue;
     }
-    auto it = attempts.find(*a.old_token);
+    auto it = attempts.find({a.job, *a.old_token});
     if (it == attempts.end()) {
       report.violations.push_back("job " + a.job + ": attempt " + *a.old_token + " ended by " + a.app +
                                   " was never claimed");
@@ -256,10 +260,16 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
                                   " (not its claimer, not a rescue after expiry): fencing broken");
     }
   }
-  // A run without an end row ended at the latest when its claimer completed the attempt.
+  // A run without an end row ended at the latest when its claimer completed the attempt: the latest claim of
+  // that attempt number (an earlier one of the same number was released before it ran).
+  std::map<std::pair<std::string, int>, const Attempt*> latest;
+  for (const auto& [key, at] : attempts) {
+    const Attempt*& slot = latest[{at.job, at.number}];
+    if (slot == nullptr || at.claimed_at > slot->claimed_at) slot = &at;
+  }
   std::map<std::pair<std::string, int>, double> completed_by_claimer;
-  for (const auto& [token, at] : attempts) {
-    if (at.ended_by_claimer_at) completed_by_claimer[{at.job, at.number}] = *at.ended_by_claimer_at;
+  for (const auto& [key, at] : latest) {
+    if (at->ended_by_claimer_at) completed_by_claimer[key] = *at->ended_by_claimer_at;
   }
   std::map<std::pair<std::string, int>, double> claimed_at;
   for (const JobAudit& a : audit) {

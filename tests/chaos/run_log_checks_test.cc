@@ -198,6 +198,20 @@ TEST(ChaosJobChecks, OnlyTheClaimerOrARescuerAfterExpiryEndsAnAttempt) {
   EXPECT_TRUE(Mentions(stale, "fencing broken"));
 }
 
+TEST(ChaosJobChecks, JobsOfOneClaimShareItsTokenAndAReleasedAttemptIsClaimedAgain) {
+  CheckReport r;
+  // One claim of j1 and j2 (token k1); j2 is handed back unrun and claimed again (k2) as attempt 1.
+  CheckJobs({JobRun("j1", 1, 1, 2, "ok"), JobRun("j2", 1, 4, 5, "ok")},
+            {JobClaim(0.9, "a", "j1", "k1", 9), JobClaim(0.9, "a", "j2", "k1", 9),
+             JobEnd(2.1, "a", "j1", "k1", "success"), JobEnd(2.5, "a", "j2", "k1", "pending"),
+             JobClaim(3.9, "b", "j2", "k2", 12), JobEnd(5.1, "b", "j2", "k2", "success")},
+            {{.id = "j1", .status = "success", .attempt = 1, .max_retries = 0},
+             {.id = "j2", .status = "success", .attempt = 1, .max_retries = 0}},
+            {"j1", "j2"}, r);
+  EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+  EXPECT_EQ(r.jobs_success, 2);
+}
+
 TEST(ChaosRunLog, PairsStartAndEndRowsByRun) {
   std::vector<chaos::Run> runs = PairRuns({{"task", "fast", "a", "r1", "start", "", 0, 1.0},
                                            {"task", "fast", "b", "r2", "start", "", 0, 1.5},
