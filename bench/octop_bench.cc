@@ -690,7 +690,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"queue", "latency", "scheduler", "idle", "all"}));
   app.add_option("--out", args.out, "append the JSON lines to this file");
   app.add_flag("--quick", args.quick, "small sizes, for a smoke test");
-  app.add_option("--concurrency", args.concurrency, "the queue suite's worker concurrencies (default 1 10 32)")
+  app.add_option("--concurrency", args.concurrency,
+                 "the queue suite's worker concurrencies (default 1 10 32)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--prefetch", args.prefetch, "JobQueueOptions::prefetch of the workers (default 500)")
       ->check(CLI::Range(0, 1000));
