@@ -79,15 +79,13 @@ void JobQueueWorker::ProducerLoop(std::stop_token stop) {
     std::vector<std::shared_ptr<Run>> stale;  // prefetched, waited longer than prefetch_ttl
     {
       std::lock_guard lock(mu_);
-      while (!ready_.empty() && now >= ready_.front()->claimed_at + prefetch_ttl_ && prefetch_ > 0) {
+      while (!ready_.empty() && PastTtl(*ready_.front(), now)) {
         stale.push_back(std::move(ready_.front()));
         ready_.pop_front();
-        running_.erase(stale.back()->row.id);
-        --busy_;
+        ForgetLocked(*stale.back());
       }
       if (!ready_.empty() && prefetch_ > 0)
         wake_at = std::min(wake_at, ready_.front()->claimed_at + prefetch_ttl_);
-      if (!stale.empty() && busy_ == 0) idle_cv_.notify_all();
       for (auto& [id, run] : running_) {
         if (!run->started) {
           // Not started (or starting right now, unseen): its deadline is no earlier than now + its timeout.
@@ -206,6 +204,16 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   return false;
 }
 
+bool JobQueueWorker::PastTtl(const Run& run, SteadyTime now) const {
+  return prefetch_ > 0 && now >= run.claimed_at + prefetch_ttl_;
+}
+
+void JobQueueWorker::ForgetLocked(const Run& run) {
+  running_.erase(run.row.id);
+  --busy_;
+  if (busy_ == 0) idle_cv_.notify_all();
+}
+
 int JobQueueWorker::WantLocked() const {
   const int free = concurrency_ + prefetch_ - busy_;
   if (free <= 0 || static_cast<int>(ready_.size()) > prefetch_ / 2) return 0;
@@ -242,11 +250,9 @@ void JobQueueWorker::WorkerLoop() {
       const SteadyTime now = context_.clock->SteadyNow();
       // A held job past its time-to-live is not started even if the producer has not swept it yet (after a
       // SIGSTOP, say): its expiry in the database no longer covers a whole run, another node may have it.
-      stale = prefetch_ > 0 && now >= run->claimed_at + prefetch_ttl_;
+      stale = PastTtl(*run, now);
       if (stale) {
-        running_.erase(run->row.id);
-        --busy_;
-        if (busy_ == 0) idle_cv_.notify_all();
+        ForgetLocked(*run);
       } else {
         run->started = true;
         run->deadline = now + run->timeout;
@@ -325,13 +331,11 @@ void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
   bool wake = false;
   {
     std::lock_guard lock(mu_);
-    running_.erase(row.id);
-    --busy_;
+    ForgetLocked(*run);
     if (waiting_for_slot_ && WantLocked() > 0) {
       waiting_for_slot_ = false;
       wake = true;
     }
-    if (busy_ == 0) idle_cv_.notify_all();
   }
   if (wake) wake_.Notify();
 }
@@ -410,8 +414,7 @@ void JobQueueWorker::Shutdown(std::chrono::milliseconds grace) {
   {
     std::lock_guard lock(mu_);
     for (std::shared_ptr<Run>& run : ready_) {
-      running_.erase(run->row.id);
-      --busy_;
+      ForgetLocked(*run);
       held.push_back(std::move(run));
     }
     ready_.clear();

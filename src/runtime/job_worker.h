@@ -83,6 +83,10 @@ class JobQueueWorker {
   // How many jobs the producer should claim now (0: none): the free slots of concurrency + prefetch, once at
   // most half of the prefetch is left waiting.
   int WantLocked() const;
+  // Whether a job held (claimed, not started) since run.claimed_at has outlived prefetch_ttl at `now`.
+  bool PastTtl(const Run& run, SteadyTime now) const;
+  // Drops a claimed job from this node's books (running_, busy_): it finished, or it is handed back unrun.
+  void ForgetLocked(const Run& run);
   // Hands jobs that never started back to the queue, through the completer.
   void Release(std::vector<std::shared_ptr<Run>> held, const char* why);
   PendingCompletion Complete(const Run& run, JobResult result, bool timed_out, bool cancelled,
