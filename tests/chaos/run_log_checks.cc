@@ -260,34 +260,26 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
                                   " (not its claimer, not a rescue after expiry): fencing broken");
     }
   }
-  // A run without an end row ended at the latest when its claimer completed the attempt: the latest claim of
-  // that attempt number (an earlier one of the same number was released before it ran).
+  // The run of an attempt number is that of its latest claim (an earlier one of the same number was released
+  // before it ran). A run without a start row started at that claim; one without an end row ended at the
+  // latest when its claimer completed the attempt.
   std::map<std::pair<std::string, int>, const Attempt*> latest;
   for (const auto& [key, at] : attempts) {
     const Attempt*& slot = latest[{at.job, at.number}];
     if (slot == nullptr || at.claimed_at > slot->claimed_at) slot = &at;
   }
-  std::map<std::pair<std::string, int>, double> completed_by_claimer;
-  for (const auto& [key, at] : latest) {
-    if (at->ended_by_claimer_at) completed_by_claimer[key] = *at->ended_by_claimer_at;
-  }
-  std::map<std::pair<std::string, int>, double> claimed_at;
-  for (const JobAudit& a : audit) {
-    if (a.new_status == "running" && a.new_token && a.new_token != a.old_token) {
-      claimed_at[{a.job, a.new_attempt}] = a.at;
-    }
-  }
   std::vector<Run> runs;
   for (const Run& r : logged_runs) {
     if (r.kind != "job") continue;
     runs.push_back(r);
-    auto it = claimed_at.find({r.key, r.attempt});
-    if (!r.has_start && it != claimed_at.end()) runs.back().start = it->second;
+    auto it = latest.find({r.key, r.attempt});
+    if (!r.has_start && it != latest.end()) runs.back().start = it->second->claimed_at;
   }
-  auto end_of = [&completed_by_claimer](const Run& r) {
+  auto end_of = [&latest](const Run& r) {
     if (r.end) return *r.end;
-    auto it = completed_by_claimer.find({r.key, r.attempt});
-    return it == completed_by_claimer.end() ? kInfinity : it->second;
+    auto it = latest.find({r.key, r.attempt});
+    return it == latest.end() || !it->second->ended_by_claimer_at ? kInfinity
+                                                                  : *it->second->ended_by_claimer_at;
   };
 
   for (const auto& [key, list] : ByKey(runs, "job")) {
