@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -261,6 +262,52 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
                                          .outcome = JobOutcome::kSuccess}});
   ASSERT_TRUE(completed.ok()) << completed.status().ToString();
   EXPECT_EQ(*completed, std::vector<bool>{true});
+}
+
+TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTheStoreIsClosedAtOnce) {
+  auto listening = Open(ns_);
+  ASSERT_NE(listening, nullptr);
+  auto listener = listening->Listen({std::string(kJobsChannel)});
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  {
+    auto producer = Open(ns_, 1);
+    ASSERT_NE(producer, nullptr);
+    ASSERT_TRUE(producer->EnqueueJobs({{.queue = "last-words", .kind = "k"}}).ok());
+    // Closed before its wake-up thread had any reason to have sent: the destructor sends it.
+  }
+  std::vector<Notification> seen = WaitFor(**listener, "last-words");
+  EXPECT_TRUE(
+      std::any_of(seen.begin(), seen.end(), [](const Notification& n) { return n.payload == "last-words"; }));
+}
+
+TEST_F(PostgresSpecificTest, ManyThreadsEnqueueingThroughOneStoreEachWakeTheirQueue) {
+  auto listening = Open(ns_);
+  ASSERT_NE(listening, nullptr);
+  auto listener = listening->Listen({std::string(kJobsChannel)});
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  auto producer = Open(ns_, 2);
+  ASSERT_NE(producer, nullptr);
+  constexpr int kThreads = 6;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        if (!producer->EnqueueJobs({{.queue = "q" + std::to_string(t), .kind = "k"}}).ok()) failures++;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  // Every queue is woken at least once after its last enqueue (merged wake-ups may be fewer than enqueues).
+  std::set<std::string> heard;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (heard.size() < kThreads && std::chrono::steady_clock::now() < deadline) {
+    auto got = (*listener)->Wait(milliseconds(200), {});
+    if (!got.ok()) continue;
+    for (const Notification& n : *got) heard.insert(n.payload);
+  }
+  EXPECT_EQ(heard, (std::set<std::string>{"q0", "q1", "q2", "q3", "q4", "q5"}));
 }
 
 TEST_F(PostgresSpecificTest, ListenerReconnectsAfterItsBackendIsTerminated) {

@@ -33,7 +33,8 @@ SELECT id::text, (SELECT count(*) FROM notified) FROM inserted;
 
 -- name: NotifyJobQueues
 -- $1 notification prefix "<ns>/", $2 queues. The wake-up of a committed Store::EnqueueJobs, in a transaction of
--- its own. A NOTIFY holds one cluster-wide lock from its commit's start to its end, WAL flush included: inside the
+-- its own, sent by the store's WakeupSender thread after the enqueue returned (the wake-ups asked for while one
+-- is in flight go out together in the next). A NOTIFY holds one cluster-wide lock from its commit's start to its end, WAL flush included: inside the
 -- enqueue transaction every notifying enqueue would wait for the previous one's fsync (about 200 enqueues/s at
 -- 5 ms a flush). Here nothing durable is written, so the commit does not wait for the flush (synchronous_commit
 -- off for this transaction only) and the lock is held for microseconds. A wake-up lost in a crash is covered by

@@ -25,6 +25,7 @@
 #include "store/postgres/pg_connection.h"
 #include "store/postgres/pg_listener.h"
 #include "store/postgres/pg_timestamp.h"
+#include "store/postgres/wakeup_sender.h"
 
 namespace octop::store {
 
@@ -271,7 +272,8 @@ class PostgresStore final : public Store {
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
         list_config_(Make("ListConfig", sql::kListConfig)),
-        notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)) {}
+        notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
+        wakeups_([this](const std::vector<std::string>& queues) { SendWakeups(queues); }) {}
 
   // Opens the first connection so that an unreachable server is reported by OpenStore.
   Status Connect() {
@@ -518,13 +520,12 @@ class PostgresStore final : public Store {
     if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
     OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueuedJob> out, EnqueueOn(*conn, jobs, /*notify=*/false));
     if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("COMMIT"));
-    // The wake-up goes in a transaction of its own after the commit (jobs.sql NotifyJobQueues says why). Its
-    // failure is not the enqueue's: the jobs are committed, and polling finds them.
+    // The wake-up goes in a transaction of its own after the commit (jobs.sql NotifyJobQueues says why), sent
+    // by wakeups_ after this returns. Its failure is not the enqueue's: the jobs are committed, and polling
+    // finds them.
     std::set<std::string> queues;
     for (const EnqueueJobParams& job : jobs) queues.insert(job.queue);
-    std::vector<std::optional<std::string>> names(queues.begin(), queues.end());
-    (void)conn->ExecPrepared(notify_job_queues_.name, notify_job_queues_.text,
-                             {postgres::PgNotifyPrefix(schema_), ArrayLiteral(names)});
+    wakeups_.Request(queues);
     return out;
   }
 
@@ -899,6 +900,14 @@ class PostgresStore final : public Store {
   };
 
  private:
+  // On wakeups_'s thread: one NOTIFY per queue, all in one transaction on a pooled connection.
+  void SendWakeups(const std::vector<std::string>& queues) {
+    Result<ConnectionPool::Lease> conn = pool_.Acquire();
+    if (!conn.ok()) return;
+    (void)(*conn)->ExecPrepared(notify_job_queues_.name, notify_job_queues_.text,
+                                {postgres::PgNotifyPrefix(schema_), TextArrayLiteral(queues)});
+  }
+
   Statement Make(std::string_view name, std::string_view text) const {
     return {"octop_" + std::string(name), Substitute(text, quoted_schema_)};
   }
@@ -945,6 +954,8 @@ class PostgresStore final : public Store {
       cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, job_stats_, next_job_due_,
       set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_, list_config_;
   const Statement notify_job_queues_;
+  // Last: destroyed first, so its pending wake-ups are sent while the pool is still there.
+  postgres::WakeupSender wakeups_;
 };
 
 }  // namespace
