@@ -231,6 +231,13 @@ struct JobQueueOptions {
   int prefetch = 0;
   // Default 10 s. A claim holding prefetched jobs sets their expiry to timeout + rescue_grace + prefetch_ttl.
   std::chrono::milliseconds prefetch_ttl{10000};
+  // The shortest time from the end of one claim of a queue to the next claim that a wake-up (an enqueue on
+  // this node or a database notification) starts: a wake-up sooner than that waits out the rest, and the jobs
+  // enqueued meanwhile share one claim. An idle queue's last claim is older, so its jobs start at once; under
+  // a stream of enqueues it bounds the claims to one per interval per queue and adds at most the interval to
+  // a job's start. Claims for freed slots, due jobs and polls are not held back. Default 1 ms; 0 claims on
+  // every wake-up. 0..100 ms (real time, also under a FakeClock).
+  std::chrono::microseconds wake_claim_interval{1000};
   // Completions are written when this many are waiting, or this long after the first one. Defaults 256, 2 ms.
   std::size_t completion_batch = 256;
   std::chrono::milliseconds completion_flush_interval{2};

@@ -326,6 +326,11 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   if (options.clock == nullptr) options.clock = &Clock::Real();
   if (!options.logger) options.logger = runtime::DefaultSchedulerLogger();
   if (options.worker_id.empty()) options.worker_id = DefaultWorkerId();
+  if (options.wake_claim_interval.count() < 0 ||
+      options.wake_claim_interval > std::chrono::milliseconds(100)) {
+    return InvalidArgumentError("wake_claim_interval must be between 0 and 100 ms, got " +
+                                std::to_string(options.wake_claim_interval.count()) + " us");
+  }
   if (options.prefetch < 0 || options.prefetch > 1000) {
     return InvalidArgumentError("prefetch must be between 0 and 1000, got " +
                                 std::to_string(options.prefetch));

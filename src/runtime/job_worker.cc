@@ -72,6 +72,8 @@ bool JobQueueWorker::CancelRunning(const std::string& id) {
 void JobQueueWorker::ProducerLoop(std::stop_token stop) {
   Clock& clock = *context_.clock;
   last_claim_ = clock.SteadyNow() - context_.PollInterval();  // the first pass claims
+  bool claim_again = false;  // the last claim filled its limit (or a job became due during it): more may wait
+  const std::chrono::microseconds wake_interval = context_.options.wake_claim_interval;
   while (!stop.stop_requested()) {
     const SteadyTime now = clock.SteadyNow();
     SteadyTime wake_at = now + kMaxSleep;
@@ -111,8 +113,23 @@ void JobQueueWorker::ProducerLoop(std::stop_token stop) {
     if (free > 0) {
       const bool poll_due = now >= last_claim_ + poll;
       const bool job_due = next_due_.has_value() && now >= *next_due_;
-      if (dirty_.exchange(false) || poll_due || job_due) {
-        if (Claim(free, now)) dirty_.store(true);
+      const bool woken = dirty_.load();
+      if (claim_again || poll_due || job_due || woken) {
+        // A claim started by a wake-up alone (an enqueue) within wake_claim_interval of the previous claim's
+        // end waits out the rest, so the jobs enqueued meanwhile share one claim; an idle queue's last claim
+        // is older and it claims at once. Real time, not the context's clock: a pause of at most 100 ms that
+        // must also pass under a FakeClock nobody advances.
+        if (!claim_again && !poll_due && !job_due) {
+          const auto until = last_claim_real_ + wake_interval;
+          const auto real_now = std::chrono::steady_clock::now();
+          if (real_now < until) {
+            std::this_thread::sleep_for(until - real_now);
+            continue;  // re-read the clock, the slots and the deadlines, then claim
+          }
+        }
+        dirty_.store(false);
+        claim_again = Claim(free, now);
+        last_claim_real_ = std::chrono::steady_clock::now();
         continue;  // re-evaluate the slots and deadlines of what was just dispatched
       }
       wake_at = std::min(wake_at, last_claim_ + poll);

@@ -9,11 +9,14 @@
 // counts from its start, not its claim. It claims when woken (an enqueue in this process, a database
 // notification, a slot freed while more jobs may be waiting), when the next job of the queue becomes due
 // (NextJobDueAt, translated to this node's clock), and at the poll interval (the fallback for missed
-// notifications). It also supervises the running jobs: at a job's timeout its stop_token fires. Workers run
-// the handler, turn its JobResult (or exception) into a completion with the backoff of the retry policy, and
-// pass it to the JobCompleter.
+// notifications). A wake-up that comes within JobQueueOptions::wake_claim_interval of the end of the previous
+// claim waits until that interval has passed, so a stream of enqueues is claimed a few jobs at a time instead
+// of one claim (and one next-due read) per job; an idle queue claims at once. It also supervises the running
+// jobs: at a job's timeout its stop_token fires. Workers run the handler, turn its JobResult (or exception)
+// into a completion with the backoff of the retry policy, and pass it to the JobCompleter.
 //
-// Waits read the context's clock (FakeClock in tests), except the shutdown grace, which is real time.
+// Waits read the context's clock (FakeClock in tests), except the shutdown grace and the wake-up pacing
+// (wake_claim_interval, at most 100 ms), which are real time.
 //
 // Ownership: owned by JobQueue::Impl; borrows the context and the completer, which outlive it.
 // Thread-safety: all public methods may be called from any thread.
@@ -100,7 +103,7 @@ class JobQueueWorker {
   const std::chrono::milliseconds prefetch_ttl_;
 
   WakeSignal wake_;                // the producer's
-  std::atomic<bool> dirty_{true};  // a claim may find something: set by Notify and by a full claim
+  std::atomic<bool> dirty_{true};  // a claim may find something: set by Notify (an enqueue, a resume)
   std::atomic<bool> paused_{false};
   std::stop_source producer_stop_;
 
@@ -109,6 +112,7 @@ class JobQueueWorker {
   std::uint64_t kinds_version_ = ~std::uint64_t{0};
   std::optional<SteadyTime> next_due_;
   SteadyTime last_claim_{};
+  std::chrono::steady_clock::time_point last_claim_real_{};  // the end of the last claim, in real time
   int early_polls_ = 0;
   bool waiting_for_slot_ = false;  // guarded by mu_: the producer found nothing to claim for and waits
 

@@ -304,6 +304,61 @@ TEST_P(FaultJobQueueTest, ManagementCallsReturnAClearStatusWhenTheStoreFailsAndW
   EXPECT_EQ(db.GetJob(kept->id)->status, store::JobStatus::kFrozen);
 }
 
+// JobQueueOptions::wake_claim_interval: a stream of enqueues (each one a wake-up) is claimed a few jobs at a
+// time, at most about one wake-up claim per interval, not one claim per job. The fake clock stands still, so
+// there are no polls: every ClaimJobs call counted here was started by a wake-up, or is the immediate
+// re-claim after a claim during which a job became due (at most one per wake-up claim).
+TEST_P(FaultJobQueueTest, WakeUpsWithinTheIntervalShareOneClaim) {
+  JobQueueOptions options = FaultyOptions(plan_);
+  options.wake_claim_interval = std::chrono::milliseconds(100);
+  options.prefetch = 100;  // no claim fills its limit (a full claim is followed by another at once)
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("job", [&](const JobContext& ctx) {
+                 record_.Enter(ctx.id);
+                 record_.Leave(ctx.id);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 4).ok());
+  ASSERT_TRUE(q.Start().ok());
+  store::Store& db = Direct(fake_clock_);
+  const std::vector<std::string> first = EnqueueJobs(q, 1);
+  ASSERT_TRUE(Eventually([&] { return AllSucceeded(db, first); })) << logs_.Dump();
+  const long claims_before = plan_->calls(StoreOp::kClaimJobs);
+
+  constexpr int kStream = 30;
+  std::vector<std::string> ids;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kStream; ++i) {
+    auto one = q.Enqueue(Spec("job"));
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    ids.push_back(one->id);
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(Eventually([&] { return AllSucceeded(db, ids); })) << logs_.Dump();
+  const long claims = plan_->calls(StoreOp::kClaimJobs) - claims_before;
+  const long windows = 1 + static_cast<long>(elapsed / std::chrono::milliseconds(100));
+  EXPECT_LE(claims, 2 * windows + 1) << kStream << " enqueues in "
+                                     << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+                                     << " ms";
+  for (const std::string& id : ids) EXPECT_EQ(record_.runs(id), 1) << id;
+  std::printf("[ figures  ] %d enqueues in %lld ms: %ld claims\n", kStream,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()),
+              claims);
+}
+
+TEST_P(FaultJobQueueTest, AWakeClaimIntervalOutsideZeroTo100MsIsRejected) {
+  JobQueueOptions options = FaultyOptions(plan_);
+  options.wake_claim_interval = std::chrono::milliseconds(101);
+  auto opened = JobQueue::Open(options);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(opened.status().message().find("wake_claim_interval must be between 0 and 100 ms"),
+            std::string::npos)
+      << opened.status().ToString();
+  options.wake_claim_interval = std::chrono::microseconds(-1);
+  EXPECT_FALSE(JobQueue::Open(options).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, FaultJobQueueTest, ::testing::ValuesIn(store::testing::AllBackends()),
                          job_testing::BackendName);
 
