@@ -304,12 +304,14 @@ Steady::time_point WaitForCompletions(const JobQueue& queue, double target) {
   return Steady::now();
 }
 
-// The worker queues' JobQueueOptions::prefetch (--prefetch).
+// The worker queues' JobQueueOptions::prefetch (--prefetch) and wake_claim_interval (--wake-claim-us).
 int g_prefetch = 0;
+std::chrono::microseconds g_wake_claim_interval = JobQueueOptions{}.wake_claim_interval;
 
 std::unique_ptr<JobQueue> OpenQueue(Backend& backend, int pool_size = 8) {
   JobQueueOptions options;
   options.prefetch = g_prefetch;
+  options.wake_claim_interval = g_wake_claim_interval;
   options.database_url = backend.url();
   options.store_factory = [&backend, pool_size](const Clock& clock) {
     return backend.OpenFigureStore(clock, pool_size);
@@ -356,8 +358,9 @@ void ThroughputEnqueueDrain(Backend& backend, Sink& sink, int concurrency, int j
           "RegisterHandler");
     Check(worker->AddWorkers("default", concurrency), "AddWorkers");
     Check(worker->Start(), "Start");
-    std::vector<std::unique_ptr<JobQueue>> producers;
-    for (int i = 0; i < kProducers; ++i) producers.push_back(OpenQueue(backend, 1));
+    // One producer queue shared by the producer threads, with a connection each, as the peers' harnesses do
+    // (one client object, a pool of `producers` connections, that many concurrent enqueue loops).
+    auto producer = OpenQueue(backend, kProducers);
 
     std::mutex mu;
     std::condition_variable cv;
@@ -366,7 +369,7 @@ void ThroughputEnqueueDrain(Backend& backend, Sink& sink, int concurrency, int j
     std::vector<std::thread> threads;
     for (int p = 0; p < kProducers; ++p) {
       const int count = jobs / kProducers + (p < jobs % kProducers ? 1 : 0);
-      threads.emplace_back([&, p, count] {
+      threads.emplace_back([&, count] {
         {
           std::unique_lock lock(mu);
           cv.wait(lock, [&] { return go; });
@@ -374,7 +377,7 @@ void ThroughputEnqueueDrain(Backend& backend, Sink& sink, int concurrency, int j
         JobSpec spec;
         spec.kind = kKind;
         for (int i = 0; i < count; ++i) {
-          if (!producers[static_cast<std::size_t>(p)]->Enqueue(spec).ok()) failures.fetch_add(1);
+          if (!producer->Enqueue(spec).ok()) failures.fetch_add(1);
         }
       });
     }
@@ -668,6 +671,7 @@ struct Args {
   bool quick = false;
   std::vector<int> concurrency{1, 10, 32};
   int prefetch = 500;
+  long wake_claim_us = 1000;
 };
 
 bool Runs(const Args& args, const std::string& suite) { return args.suite == "all" || args.suite == suite; }
@@ -695,6 +699,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--prefetch", args.prefetch, "JobQueueOptions::prefetch of the workers (default 500)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--wake-claim-us", args.wake_claim_us,
+                 "JobQueueOptions::wake_claim_interval of the workers, microseconds (default 1000)")
+      ->check(CLI::Range(0, 100000));
   CLI11_PARSE(app, argc, argv);
   if (args.pg_url.empty() && args.sqlite_dir.empty()) {
     std::cerr << "octop_bench: give --pg-url and/or --sqlite-dir\n";
@@ -702,6 +709,7 @@ int Main(int argc, char** argv) {
   }
   const Sizes sizes = args.quick ? QuickSizes() : Sizes{};
   g_prefetch = args.prefetch;
+  g_wake_claim_interval = std::chrono::microseconds(args.wake_claim_us);
   // The benchmark's own output is the table; octop's info lines would interleave with it.
   spdlog::set_level(spdlog::level::warn);
   Sink sink(args.out);
