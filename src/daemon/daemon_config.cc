@@ -494,6 +494,16 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
       Section j(*jobs, "jobs", where);
       OCTOP_ASSIGN_OR_RETURN(auto prefetch, j.OptionalInt("prefetch", 0, 1000));
       if (prefetch) config.job_prefetch = static_cast<int>(*prefetch);
+      if (const Json* wake = j.Get("wakeClaimInterval")) {
+        OCTOP_ASSIGN_OR_RETURN(Duration d,
+                               ReadDuration(*wake, j.Child("wakeClaimInterval"), where, "config"));
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d.ToChrono());
+        if (ms.count() < 0 || ms > std::chrono::milliseconds(100)) {
+          return InvalidArgumentError(j.Where("wakeClaimInterval") + "must be from 0 to 100 ms, got " +
+                                      std::to_string(ms.count()) + " ms");
+        }
+        config.job_wake_claim_interval = ms;
+      }
       if (const Json* handlers = j.Get("handlers")) {
         if (!handlers->is_array())
           return InvalidArgumentError(j.Where("handlers") + "expected a list of handlers");

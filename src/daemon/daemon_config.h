@@ -95,6 +95,8 @@ struct DaemonConfig {
   std::vector<PluginConfig> plugins;
   std::vector<JobHandlerConfig> job_handlers;
   int job_prefetch = 0;  // jobs.prefetch: JobQueueOptions::prefetch, 0..1000
+  // jobs.wakeClaimInterval: JobQueueOptions::wake_claim_interval, 0..100 ms (whole milliseconds).
+  std::chrono::milliseconds job_wake_claim_interval{1};
   std::string log_level = "info";
 };
 

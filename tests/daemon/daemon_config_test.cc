@@ -130,6 +130,7 @@ plugins:
         webhook: { url: 'http://127.0.0.1:9000/hook', method: put, headers: { X-Key: abc } }
 jobs:
   prefetch: 200
+  wakeClaimInterval: 5ms
   handlers:
     - kind: email
       queue: mail
@@ -166,12 +167,20 @@ TEST(ParseDaemonConfig, ReadsEveryKey) {
   EXPECT_EQ(c->job_handlers[0].concurrency, 8);
   EXPECT_EQ(c->job_handlers[0].queue, "mail");
   EXPECT_EQ(c->job_prefetch, 200);
+  EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(5));
+}
+
+TEST(ParseDaemonConfig, AZeroWakeClaimIntervalClaimsOnEveryWakeUp) {
+  auto c = ParseDaemonConfig("jobs: {wakeClaimInterval: 0s}", "zero.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(0));
 }
 
 TEST(ParseDaemonConfig, EmptyFileGivesDefaults) {
   auto c = ParseDaemonConfig("", "empty.yaml");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->database, "sqlite:octop-data");
+  EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(1));
   EXPECT_EQ(c->http.host, "127.0.0.1");
   EXPECT_EQ(c->http.port, 7007);
 }
@@ -224,6 +233,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"jobs: {handlers: [{kind: k, concurrency: 0, command: [x]}]}",
                 "jobs.handlers[0].concurrency: expected a whole number from 1 to 1024, got 0"},
         BadCase{"jobs: {prefetch: 1001}", "jobs.prefetch: expected a whole number from 0 to 1000, got 1001"},
+        BadCase{"jobs: {wakeClaimInterval: 2s}",
+                "jobs.wakeClaimInterval: must be from 0 to 100 ms, got 2000 ms"},
+        BadCase{"jobs: {wakeClaimInterval: often}", "jobs.wakeClaimInterval"},
         BadCase{"a: [unclosed", "not valid YAML"}, BadCase{"database: a\ndatabase: b\n", "appears twice"},
         BadCase{"databse: \"\xff\xfe\"", "unknown key 'databse'"},
         BadCase{"http: {listen: [\"\xff\"]}", "http.listen: expected a string, got [\"\xEF\xBF\xBD\"]"}));
