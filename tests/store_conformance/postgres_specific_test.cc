@@ -123,6 +123,21 @@ class PostgresSpecificTest : public ::testing::Test {
     return seen;
   }
 
+  // A store of this test's namespace listening on `channel`: the store must outlive the listener's use.
+  struct Listening {
+    std::unique_ptr<Store> store;
+    std::unique_ptr<Listener> listener;
+  };
+  Listening ListenOn(std::string_view channel) {
+    Listening out;
+    out.store = Open(ns_);
+    if (out.store == nullptr) return out;
+    auto listener = out.store->Listen({std::string(channel)});
+    EXPECT_TRUE(listener.ok()) << listener.status().ToString();
+    if (listener.ok()) out.listener = std::move(listener).value();
+    return out;
+  }
+
   std::string base_url_, url_, app_, ns_;
   std::unique_ptr<PgAdminSession> admin_;
 };
@@ -265,26 +280,22 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
 }
 
 TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTheStoreIsClosedAtOnce) {
-  auto listening = Open(ns_);
-  ASSERT_NE(listening, nullptr);
-  auto listener = listening->Listen({std::string(kJobsChannel)});
-  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  Listening listening = ListenOn(kJobsChannel);
+  ASSERT_NE(listening.listener, nullptr);
   {
     auto producer = Open(ns_, 1);
     ASSERT_NE(producer, nullptr);
     ASSERT_TRUE(producer->EnqueueJobs({{.queue = "last-words", .kind = "k"}}).ok());
     // Closed before its wake-up thread had any reason to have sent: the destructor sends it.
   }
-  std::vector<Notification> seen = WaitFor(**listener, "last-words");
+  std::vector<Notification> seen = WaitFor(*listening.listener, "last-words");
   EXPECT_TRUE(
       std::any_of(seen.begin(), seen.end(), [](const Notification& n) { return n.payload == "last-words"; }));
 }
 
 TEST_F(PostgresSpecificTest, ManyThreadsEnqueueingThroughOneStoreEachWakeTheirQueue) {
-  auto listening = Open(ns_);
-  ASSERT_NE(listening, nullptr);
-  auto listener = listening->Listen({std::string(kJobsChannel)});
-  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  Listening listening = ListenOn(kJobsChannel);
+  ASSERT_NE(listening.listener, nullptr);
   auto producer = Open(ns_, 2);
   ASSERT_NE(producer, nullptr);
   constexpr int kThreads = 6;
@@ -303,7 +314,7 @@ TEST_F(PostgresSpecificTest, ManyThreadsEnqueueingThroughOneStoreEachWakeTheirQu
   std::set<std::string> heard;
   const auto deadline = std::chrono::steady_clock::now() + seconds(10);
   while (heard.size() < kThreads && std::chrono::steady_clock::now() < deadline) {
-    auto got = (*listener)->Wait(milliseconds(200), {});
+    auto got = listening.listener->Wait(milliseconds(200), {});
     if (!got.ok()) continue;
     for (const Notification& n : *got) heard.insert(n.payload);
   }
