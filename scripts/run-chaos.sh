@@ -5,7 +5,8 @@
 #   scripts/run-chaos.sh --short    75 s of chaos, about 2.5 minutes in all (make test's "chaos" stage)
 #   scripts/run-chaos.sh --long     CHAOS_MINUTES (default 15) minutes of chaos (make chaos)
 # Environment: OCTOP_CHAOS_SEED=N reruns the schedule of seed N; OCTOP_CHAOS_BUILD (default build/debug) is the
-# build directory with octopd and octop_chaos; CHAOS_NODES (default 4) octopd processes.
+# build directory with octopd and octop_chaos; CHAOS_NODES (default 4) octopd processes; CHAOS_PREFETCH (default
+# 0) every node's jobs.prefetch.
 # Everything it starts — the driver, the nodes, commands orphaned by SIGKILLed nodes, PostgreSQL — is stopped
 # on exit, even on failure or interrupt. The work directory (node logs) is kept only when the test failed.
 set -euo pipefail
@@ -65,6 +66,7 @@ trap 'exit 130' INT TERM
 scripts/pg-test-server.sh start "$pg_dir" >/dev/null
 echo "run-chaos: $mode, PostgreSQL in $pg_dir, octopd $octopd"
 # In the background so that a signal to this script reaches the trap at once.
-"$driver" --pg-dir "$pg_dir" --octopd "$octopd" --work "$work" --nodes "${CHAOS_NODES:-4}" "${args[@]}" &
+"$driver" --pg-dir "$pg_dir" --octopd "$octopd" --work "$work" --nodes "${CHAOS_NODES:-4}" \
+  --prefetch "${CHAOS_PREFETCH:-0}" "${args[@]}" &
 driver_pid=$!
 wait "$driver_pid"

@@ -7,6 +7,8 @@
 // invariant held.
 //
 //   octop_chaos --pg-dir DIR --octopd PATH [--seconds S] [--nodes N] [--seed X] [--work DIR] [--jobs-per-s R]
+//               [--prefetch P]
+// --prefetch sets every node's jobs.prefetch (default 0), so held jobs are handed back under the chaos too.
 // The PostgreSQL server in DIR (scripts/pg-test-server.sh start DIR) is restarted with
 // `pg-test-server.sh restart DIR`; OCTOP_CHAOS_PG_DIR and OCTOP_CHAOS_SEED stand in for --pg-dir and --seed.
 //
@@ -144,6 +146,7 @@ struct Options {
   double seconds = 75;
   int nodes = 4;
   double jobs_per_s = 3;
+  int prefetch = 0;  // jobs.prefetch of every node
   std::uint64_t seed = 0;
   bool short_form = false;
 };
@@ -198,7 +201,8 @@ class Cluster {
                                  << task("fast", "1s", "6s", "'100', '400'")
                                  << task("mid", "2s", "6s", "'500', '1500'")
                                  << task("overrun", "3s", "3s", "'200', '800', '25', '5000'")
-                                 << "jobs:\n  handlers:\n    - kind: work\n      concurrency: 4\n"
+                                 << "jobs:\n  prefetch: " << options_.prefetch
+                                 << "\n  handlers:\n    - kind: work\n      concurrency: 4\n"
                                     "      timeout: 8s\n      command: { argv: ["
                                  << a << ", job], killGrace: 10s }\n";
   }
@@ -611,7 +615,8 @@ int Main(const Options& o) {
   Say("seed=" + std::to_string(o.seed) + " (OCTOP_CHAOS_SEED=" + std::to_string(o.seed) +
       " reruns the schedule)");
   Say("nodes=" + std::to_string(o.nodes) + " chaos_seconds=" + std::to_string(static_cast<int>(o.seconds)) +
-      " jobs_per_s=" + std::to_string(o.jobs_per_s) + " work=" + o.work + " database=" + url);
+      " jobs_per_s=" + std::to_string(o.jobs_per_s) + " prefetch=" + std::to_string(o.prefetch) +
+      " work=" + o.work + " database=" + url);
 
   Db db(url);
   CreateLogTables(db);
@@ -892,6 +897,8 @@ int main(int argc, char** argv) {
         o.work = value();
       } else if (a == "--jobs-per-s") {
         o.jobs_per_s = std::stod(value());
+      } else if (a == "--prefetch") {
+        o.prefetch = std::stoi(value());
       } else if (a == "--short") {
         o.short_form = true;
       } else {
@@ -902,10 +909,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.pg_dir.empty() || o.nodes < 2 || o.seconds < 40) {
+  if (o.pg_dir.empty() || o.nodes < 2 || o.seconds < 40 || o.prefetch < 0 || o.prefetch > 1000) {
     std::cerr
         << "usage: octop_chaos --pg-dir DIR [--octopd PATH] [--seconds S>=40] [--nodes N>=2] [--seed X] "
-           "[--work DIR] [--jobs-per-s R] [--short]\n";
+           "[--work DIR] [--jobs-per-s R] [--prefetch 0..1000] [--short]\n";
     return 2;
   }
   if (o.work.empty()) {
