@@ -6,7 +6,8 @@
 #   4. the libFuzzer targets (clang), FUZZ_SECONDS each (default 10)
 #   5. the cron differential check against the npm `cron` package (when node is present)
 #   6. the dashboard's end-to-end tests in headless chromium against a real octopd
-#   7. the short chaos test: octopd nodes on their own PostgreSQL under kills, freezes, restarts, clock skew
+#   7. the short chaos test, twice (without and with job prefetch): octopd nodes on their own PostgreSQL under
+#      kills, freezes, restarts, clock skew
 #   8. clang-format check
 # OCTOP_TEST_STAGES (default "debug tsan fuzz oracle e2e chaos format") picks stages for a quicker local run.
 set -euo pipefail
@@ -69,9 +70,13 @@ if has e2e; then
 fi
 
 if has chaos; then
-  echo "run-tests: short chaos test (scripts/run-chaos.sh --short)"
-  OCTOP_CHAOS_BUILD=build/debug ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    scripts/run-chaos.sh --short
+  # Twice: as configured by default, and with every node prefetching (held jobs handed back under kills and
+  # freezes; a 30 s freeze outlasts a held job's expiry of timeout + grace + prefetch TTL, 23 s).
+  for prefetch in 0 4; do
+    echo "run-tests: short chaos test (scripts/run-chaos.sh --short, CHAOS_PREFETCH=$prefetch)"
+    CHAOS_PREFETCH=$prefetch OCTOP_CHAOS_BUILD=build/debug ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 scripts/run-chaos.sh --short
+  done
 fi
 
 if has format; then
