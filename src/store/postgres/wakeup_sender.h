@@ -52,12 +52,12 @@ class WakeupSender {
 
   const SendFn send_;
   mutable std::mutex mu_;
-  std::condition_variable_any cv_;  // a request arrived, or a send finished
-  std::set<std::string> pending_;   // guarded by mu_
-  std::uint64_t requested_ = 0;     // guarded by mu_: requests so far
-  std::uint64_t done_ = 0;          // guarded by mu_: requests covered by a finished send
-  std::uint64_t sends_ = 0;         // guarded by mu_
-  std::jthread thread_;             // started by the first Request(), under mu_
+  std::condition_variable cv_;     // a request arrived, or a send finished
+  std::set<std::string> pending_;  // guarded by mu_
+  std::uint64_t requested_ = 0;    // guarded by mu_: requests so far
+  std::uint64_t done_ = 0;         // guarded by mu_: requests covered by a finished send
+  std::uint64_t sends_ = 0;        // guarded by mu_
+  std::jthread thread_;            // started by the first Request(), under mu_
 };
 
 }  // namespace octop::store::postgres
