@@ -246,10 +246,8 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<Store> store = std::move(opened).value();
   ASSERT_TRUE(store->Migrate().ok());
-  auto listening = Open(ns_);
-  ASSERT_NE(listening, nullptr);
-  auto listener = listening->Listen({std::string(kJobsChannel)});
-  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  Listening listening = ListenOn(kJobsChannel);
+  ASSERT_NE(listening.listener, nullptr);
   auto setting = [&] {
     std::string value;
     Status s = store->WithTransaction([&](StoreTransaction& tx) -> Status {
@@ -264,7 +262,7 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
 
   ASSERT_TRUE(store->EnqueueJobs({{.queue = "wake", .kind = "k"}}).ok());
   EXPECT_EQ(setting(), "on");
-  std::vector<Notification> seen = WaitFor(**listener, "wake");
+  std::vector<Notification> seen = WaitFor(*listening.listener, "wake");
   EXPECT_TRUE(
       std::any_of(seen.begin(), seen.end(), [](const Notification& n) { return n.payload == "wake"; }));
 
