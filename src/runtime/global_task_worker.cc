@@ -316,6 +316,7 @@ void GlobalTaskWorker::TryClaim(const std::string& id, const store::PolledTask& 
   auto run = std::make_unique<ActiveRun>();
   run->ticket = std::move(ticket);
   run->db_cadence = std::move(*cadence);
+  run->due_at = (*claimed)->due_at;
   run->next_check = now + context_.work_check_frequency;
   if (run->db_cadence.timeout.has_value()) run->deadline = now + *run->db_cadence.timeout;
   TaskFunction fn;
@@ -356,7 +357,8 @@ void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {
   }
 
   store::TimeSpec next_run = store::NullTime{};
-  if (Result<store::TimeSpec> next = run->db_cadence.NextRunAfterRun(DatabaseNowEstimate()); next.ok()) {
+  if (Result<store::TimeSpec> next = run->db_cadence.NextRunAfterRun(DatabaseNowEstimate(), run->due_at);
+      next.ok()) {
     next_run = *next;
   } else {
     context_.Log(LogLevel::kWarn, "Task " + Name(plugin_id_, task->id) + " has no next cron occurrence, " +

@@ -81,6 +81,7 @@ class GlobalTaskWorker {
     std::string ticket;
     TaskCadence
         db_cadence;  // from the row's settings: timeout and next run follow the database, as Backstage
+    std::optional<WallTime> due_at;  // ClaimedRun::due_at: the occurrence the release moves past
     std::stop_source stop;
     std::optional<SteadyTime> deadline;  // the timeout
     bool deadline_fired = false;

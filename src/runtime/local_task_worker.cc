@@ -115,6 +115,8 @@ void LocalTaskWorker::StartWaitLocked(Task& task) {
   const SteadyTime now = context_.clock->SteadyNow();
   const WallTime wall = context_.clock->WallNow();
   task.triggered = false;
+  task.occurrence.reset();
+  task.served.reset();
   task.state.status = TaskStatus::kIdle;
   task.state.started_at.reset();
   task.state.times_out_at.reset();
@@ -151,13 +153,18 @@ void LocalTaskWorker::ScheduleNextLocked(Task& task, SteadyTime run_started) {
     case CadenceKind::kManual:
       return;
     case CadenceKind::kCron: {
-      Result<WallTime> next = task.cadence.NextCronAfter(wall);
+      // Past the occurrence just served too: the steady clock that woke the run may be ahead of the wall
+      // clock, and a run ended before its occurrence's wall time must not serve it twice.
+      const WallTime after = task.served ? std::max(wall, *task.served) : wall;
+      task.served.reset();
+      Result<WallTime> next = task.cadence.NextCronAfter(after);
       if (!next.ok()) {
         context_.Log(LogLevel::kWarn, "Task " + plugin_id_ + "/" + task.id +
                                           " has no next cron occurrence, " + next.status().message());
         return;
       }
       task.next_start = now + std::chrono::duration_cast<SteadyTime::duration>(*next - wall);
+      task.occurrence = *next;
       task.state.starts_at = *next;
       return;
     }
@@ -185,6 +192,8 @@ void LocalTaskWorker::StartRunLocked(Task& task) {
     return;
   }
   task.run = std::move(run);
+  task.served = task.triggered ? std::nullopt : task.occurrence;
+  task.occurrence.reset();
   task.triggered = false;
   task.next_start.reset();
   task.worker = WorkerStatus::kRunning;

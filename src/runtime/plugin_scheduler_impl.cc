@@ -25,7 +25,9 @@ Result<store::UpsertTaskParams> UpsertParamsFor(const std::string& id, const Tas
       if (!next.ok()) {
         return InvalidArgumentError("Invalid cron '" + settings.cadence + "', " + next.status().message());
       }
-      // Minus one second, as Backstage: "* * * * * *" is due at once.
+      // Minus one second, as Backstage writes it ("* * * * * *" is due at once). The run that claims it
+      // serves the occurrence, and its release moves past it (TaskCadence::ServedOccurrence;
+      // docs/scheduler.md, "One run per occurrence").
       params.next_start_at = store::AbsoluteTime{*next - std::chrono::seconds(1)};
       params.start_at = params.next_start_at;
       break;
@@ -148,7 +150,9 @@ Status PluginSchedulerImpl::CancelTask(std::string_view id) {
     Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(rows.front().settings_json);
     Result<TaskCadence> cadence = settings.ok() ? TaskCadence::FromSettings(*settings) : settings.status();
     if (cadence.ok()) {
-      Result<store::TimeSpec> next = cadence->NextRunAfterRun(global_worker()->DatabaseNowEstimate());
+      // A running row's next_run_start_at is still the due time its run was claimed at.
+      Result<store::TimeSpec> next =
+          cadence->NextRunAfterRun(global_worker()->DatabaseNowEstimate(), rows.front().next_run_start_at);
       if (next.ok()) cancel.next_run = *next;
     }
   }

@@ -47,14 +47,25 @@ Result<WallTime> TaskCadence::NextCronAfter(WallTime after) const {
   return cron->Next(after, time_zone);
 }
 
-Result<store::TimeSpec> TaskCadence::NextRunAfterRun(WallTime db_now) const {
+std::optional<WallTime> TaskCadence::ServedOccurrence(std::optional<WallTime> due_at) const {
+  if (!cron.has_value() || !due_at.has_value()) return std::nullopt;
+  // Cron has whole-second resolution: the first occurrence at or after due_at is the next after the second
+  // before it.
+  const WallTime second_before = std::chrono::ceil<std::chrono::seconds>(*due_at) - std::chrono::seconds(1);
+  Result<WallTime> occurrence = NextCronAfter(second_before);
+  if (!occurrence.ok() || *occurrence - *due_at > std::chrono::seconds(1)) return std::nullopt;
+  return *occurrence;
+}
+
+Result<store::TimeSpec> TaskCadence::NextRunAfterRun(WallTime db_now, std::optional<WallTime> due_at) const {
   switch (kind) {
     case CadenceKind::kManual:
       return store::TimeSpec(store::NullTime{});
     case CadenceKind::kDuration:
       return store::TimeSpec(store::FixedRateAfter{period});
     case CadenceKind::kCron: {
-      OCTOP_ASSIGN_OR_RETURN(WallTime next, NextCronAfter(db_now));
+      const std::optional<WallTime> served = ServedOccurrence(due_at);
+      OCTOP_ASSIGN_OR_RETURN(WallTime next, NextCronAfter(served ? std::max(db_now, *served) : db_now));
       return store::TimeSpec(store::AbsoluteTime{next});
     }
   }

@@ -34,10 +34,18 @@ struct TaskCadence {
   // the caller).
   Result<WallTime> NextCronAfter(WallTime after) const;
 
+  // kCron: the occurrence a run claimed at due time `due_at` serves: the first occurrence at or after it,
+  // when that lies within a second (a due time is written as the occurrence, or the occurrence minus one
+  // second as Backstage registers it); nullopt for a due time off the schedule (a trigger).
+  std::optional<WallTime> ServedOccurrence(std::optional<WallTime> due_at) const;
+
   // Where next_run_start_at goes when a run ends (release or cancel) at database time `db_now`: cron -> the
-  // next occurrence after it; duration -> a fixed rate after the planned start; manual -> NULL. A cron with
-  // no next occurrence gives its error (the caller logs it and stores NULL).
-  Result<store::TimeSpec> NextRunAfterRun(WallTime db_now) const;
+  // first occurrence after both `db_now` and the occurrence the run served (so a run that started up to a
+  // second early, or ended before its occurrence, never leaves that occurrence due again: docs/scheduler.md,
+  // "One run per occurrence"); duration -> a fixed rate after the planned start; manual -> NULL. `due_at` is
+  // the run's ClaimedRun::due_at (or the row's next_run_start_at while it runs). A cron with no next
+  // occurrence gives its error (the caller logs it and stores NULL).
+  Result<store::TimeSpec> NextRunAfterRun(WallTime db_now, std::optional<WallTime> due_at) const;
 };
 
 }  // namespace octop::runtime

@@ -121,6 +121,8 @@ struct ClaimTaskParams {
 struct ClaimedRun {
   WallTime started_at;
   std::optional<WallTime> expires_at;
+  // next_run_start_at when the claim won: the due time this run serves (a claim does not change it).
+  std::optional<WallTime> due_at;
 };
 
 // Is `ticket` still the task's current ticket? (the liveness check; read-only)

@@ -86,7 +86,10 @@ TEST_P(GlobalTaskTest, GoesThroughTheExpectedStates) {
   ASSERT_TRUE(WaitReleased(plugin, "task1"));
   e = StateOf(plugin, "task1");
   EXPECT_EQ(e->task_state->last_run_ended_at, t0_ + 3s);
-  EXPECT_EQ(e->task_state->starts_at, t0_ + 4s);  // the next even second after the release
+  // Backstage releases to 4s, the next even second; octop reads a run due within the second before an
+  // occurrence as that occurrence's run (the form Backstage registers cron rows in), so 4s has been served
+  // and the next run is 6s (docs/scheduler.md, "One run per occurrence").
+  EXPECT_EQ(e->task_state->starts_at, t0_ + 6s);
   EXPECT_FALSE(e->task_state->last_run_error.has_value());
 }
 
@@ -210,6 +213,64 @@ TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesFromCro
   EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 2min - 1s);
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"}, fn)).ok());
   EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 2min - 1s);
+}
+
+// A row registered the way Backstage does (the occurrence minus one second) is claimed a second early; the
+// release then moves past that occurrence instead of onto it, so it runs once (docs/scheduler.md, "One run
+// per occurrence").
+TEST_P(GlobalTaskTest, ACronRunClaimedASecondEarlyDoesNotRunItsOccurrenceAgain) {
+  store::Store& db = Direct(clock_);
+  const WallTime occurrence = t0_ + 15min;  // t0_ lies on a quarter hour (see the test above)
+  TaskSettingsV2 settings;
+  settings.cadence = "*/15 * * * *";
+  settings.timeout_after_duration = "PT1M";
+  settings.time_zone = "UTC";
+  ASSERT_TRUE(db.UpsertTask({"task1", settings.ToJson(), store::AbsoluteTime{occurrence - 1s},
+                             store::AbsoluteTime{occurrence - 1s}})
+                  .ok());
+  PluginScheduler& plugin = Node();
+  CallCounter& calls = Make<CallCounter>();
+  ASSERT_TRUE(plugin
+                  .ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"},
+                                       [&](std::stop_token) { calls.Hit(); }))
+                  .ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, occurrence - 1s);  // the earlier due time stays
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(15min - 1s);
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, occurrence + 15min);
+  EXPECT_EQ(calls.calls(), 1);
+}
+
+// A node that starts (or restarts) between two occurrences leaves the next one where the last run put it, and
+// that occurrence runs once, on one of the two nodes.
+TEST_P(GlobalTaskTest, ANodeStartingBetweenOccurrencesRunsTheNextOneOnce) {
+  store::Store& db = Direct(clock_);
+  PluginScheduler& node1 = Node();
+  CallCounter& calls = Make<CallCounter>();
+  auto fn = [&](std::stop_token) { calls.Hit(); };
+  ASSERT_TRUE(node1.ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"}, fn)).ok());
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 15min - 1s);  // as Backstage registers it
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(15min - 1s);
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(node1, "task1"));
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 30min);
+
+  clock_.Advance(14min);
+  PluginScheduler& node2 = Node();
+  ASSERT_TRUE(node2.ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"}, fn)).ok());
+  // The registration moves the due time a second earlier, and that run still serves 30min only.
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 30min - 1s);
+  ASSERT_TRUE(clock_.WaitForWaiters(2));
+  clock_.Advance(1min);
+  ASSERT_TRUE(calls.WaitForCalls(2));
+  ASSERT_TRUE(Eventually([&] {
+    auto row = Row(db, "task1");
+    return row && !row->current_run_ticket && row->next_run_start_at == t0_ + 45min;
+  }));
+  EXPECT_EQ(calls.calls(), 2);
 }
 
 TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWhenUsingHumanDurationFrequency) {

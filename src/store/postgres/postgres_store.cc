@@ -422,6 +422,7 @@ class PostgresStore final : public Store {
     ClaimedRun run;
     OCTOP_ASSIGN_OR_RETURN(run.started_at, ParseTimestamp(r.Text(0, 0)));
     OCTOP_ASSIGN_OR_RETURN(run.expires_at, OptTime(r, 0, 1));
+    OCTOP_ASSIGN_OR_RETURN(run.due_at, OptTime(r, 0, 2));
     return std::optional<ClaimedRun>(run);
   }
 

@@ -42,7 +42,7 @@ SET current_run_ticket = $3,
     current_run_started_at = COALESCE($1::timestamptz, now()),
     current_run_expires_at = COALESCE($1::timestamptz, now()) + $4::interval
 WHERE id = $2 AND current_run_ticket IS NULL AND next_run_start_at <= COALESCE($1::timestamptz, now())
-RETURNING current_run_started_at, current_run_expires_at;
+RETURNING current_run_started_at, current_run_expires_at, next_run_start_at;
 
 -- name: CheckTaskTicket
 SELECT 1 FROM {ns}.backstage_backend_tasks__tasks WHERE id = $1 AND current_run_ticket = $2;

@@ -836,7 +836,7 @@ class SqliteStore final : public Store {
         row.BindNull(":timeout");
       }
       std::optional<ClaimedRun> claimed;
-      while (row.Step()) claimed = ClaimedRun{row.Time(0).value_or(WallTime{}), row.Time(1)};
+      while (row.Step()) claimed = ClaimedRun{row.Time(0).value_or(WallTime{}), row.Time(1), row.Time(2)};
       return claimed;
     });
   }

@@ -47,7 +47,7 @@ SET current_run_ticket = :ticket,
 WHERE id = :id
   AND current_run_ticket IS NULL
   AND strftime('%Y-%m-%d %H:%M:%f', next_run_start_at) <= :now
-RETURNING current_run_started_at, current_run_expires_at;
+RETURNING current_run_started_at, current_run_expires_at, next_run_start_at;
 
 -- name: CheckTaskTicket
 SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = :id AND current_run_ticket = :ticket;
