@@ -13,6 +13,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <octop/json_depth.h>
+
 #include "daemon/daemon_config.h"
 #include "store/store.h"
 
@@ -50,10 +52,47 @@ std::string EncodeSegment(std::string_view s) {
   return out.str();
 }
 
+// `s` with control characters (C0, DEL, and C1 as UTF-8) shown as \xNN, so a value from the server cannot
+// drive the terminal.
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool c1 = c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(s[i + 1]) <= 0x9F;
+    if (c < 0x20 || c == 0x7F || c1) {
+      const unsigned code = c1 ? static_cast<unsigned char>(s[++i]) : c;
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", code);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 struct HttpAnswer {
   int status = 0;
   std::string body;
+  Json json;  // the body parsed; discarded when it is not JSON or nests deeper than kMaxJsonDepth
 };
+
+Json ParseAnswer(const std::string& body) {
+  if (!octop::JsonDepthAllowed(body)) return Json(Json::value_t::discarded);
+  return Json::parse(body, nullptr, false);
+}
+
+// The answer's JSON object; exits with kExitUnreachable when octopd (or whatever answered) sent none.
+const Json& BodyObject(const HttpAnswer& a) {
+  if (a.json.is_discarded() || !a.json.is_object()) {
+    std::cerr << "octop: the server answered HTTP " << a.status
+              << " without a JSON object; is --url octopd?\n";
+    std::exit(kExitUnreachable);
+  }
+  return a.json;
+}
 
 // Calls octopd; exits with kExitUnreachable when it does not answer.
 HttpAnswer Call(const Globals& g, const std::string& method, const std::string& path,
@@ -69,16 +108,16 @@ HttpAnswer Call(const Globals& g, const std::string& method, const std::string& 
     std::cerr << "octop: cannot reach octopd at " << g.url << ": " << httplib::to_string(r.error()) << "\n";
     std::exit(kExitUnreachable);
   }
-  return {r->status, r->body};
+  return {r->status, r->body, ParseAnswer(r->body)};
 }
 
 int Refused(const HttpAnswer& a) {
-  Json body = Json::parse(a.body, nullptr, false);
-  if (!body.is_discarded() && body.contains("error")) {
-    std::cerr << "octop: " << body["error"].value("name", "Error") << ": "
-              << body["error"].value("message", "") << "\n";
+  const Json& body = a.json;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    std::cerr << "octop: " << Printable(body["error"].value("name", "Error")) << ": "
+              << Printable(body["error"].value("message", "")) << "\n";
   } else {
-    std::cerr << "octop: HTTP " << a.status << ": " << a.body << "\n";
+    std::cerr << "octop: HTTP " << a.status << ": " << Printable(a.body.substr(0, 500)) << "\n";
   }
   return a.status == 401 || a.status >= 500 ? kExitUnreachable : kExitRefused;
 }
@@ -89,7 +128,10 @@ std::string Cell(const Json& j, const char* key) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+void PrintTable(std::vector<std::vector<std::string>> rows) {
+  for (auto& row : rows) {
+    for (std::string& cell : row) cell = Printable(cell);
+  }
   std::vector<std::size_t> widths;
   for (const auto& row : rows) {
     widths.resize(std::max(widths.size(), row.size()));
@@ -111,15 +153,15 @@ int Tasks(const Globals& g, const std::optional<std::string>& plugin) {
   } else {
     HttpAnswer a = Call(g, "GET", "/api/octop/v1/plugins");
     if (a.status != 200) return Refused(a);
-    const Json body = Json::parse(a.body);
-    for (const auto& p : body["plugins"]) plugins.push_back(p.get<std::string>());
+    const Json& body = BodyObject(a);
+    for (const auto& p : body.value("plugins", Json::array())) plugins.push_back(p.get<std::string>());
   }
   Json all = Json::array();
   for (const std::string& p : plugins) {
     HttpAnswer a = Call(g, "GET", "/api/" + EncodeSegment(p) + "/.backstage/scheduler/v1/tasks");
     if (a.status != 200) return Refused(a);
-    const Json body = Json::parse(a.body);
-    for (const auto& t : body["tasks"]) all.push_back(t);
+    const Json& body = BodyObject(a);
+    for (const auto& t : body.value("tasks", Json::array())) all.push_back(t);
   }
   if (g.json) {
     std::cout << Json{{"tasks", all}}.dump(2) << "\n";
@@ -133,15 +175,16 @@ int Tasks(const Globals& g, const std::optional<std::string>& plugin) {
     std::string when = "-";
     if (state.is_object()) when = status == "running" ? Cell(state, "startedAt") : Cell(state, "startsAt");
     std::string error = "-";
-    if (state.is_object() && state.contains("lastRunError")) {
-      Json e = Json::parse(state["lastRunError"].get<std::string>(), nullptr, false);
+    if (state.is_object() && state.contains("lastRunError") && state["lastRunError"].is_string()) {
+      Json e = ParseAnswer(state["lastRunError"].get<std::string>());
       error = !e.is_discarded() && e.is_object() ? e.value("message", "")
                                                  : state["lastRunError"].get<std::string>();
       if (error.size() > 60) error = error.substr(0, 57) + "...";
     }
     const Json worker = t.value("workerState", Json());
-    rows.push_back({Cell(t, "pluginId"), Cell(t, "taskId"), Cell(t, "scope"), Cell(t["settings"], "cadence"),
-                    status, when, state.is_object() ? Cell(state, "lastRunEndedAt") : "-",
+    rows.push_back({Cell(t, "pluginId"), Cell(t, "taskId"), Cell(t, "scope"),
+                    Cell(t.value("settings", Json::object()), "cadence"), status, when,
+                    state.is_object() ? Cell(state, "lastRunEndedAt") : "-",
                     worker.is_object() ? Cell(worker, "status") : "-", error});
   }
   PrintTable(rows);
@@ -197,9 +240,10 @@ int JobsEnqueue(const Globals& g, const JobArgs& a) {
     in << std::cin.rdbuf();
     text = in.str();
   }
-  Json payload = Json::parse(text, nullptr, false);
+  Json payload = ParseAnswer(text);
   if (payload.is_discarded()) {
-    std::cerr << "octop: --payload is not valid JSON: " << text.substr(0, 200) << "\n";
+    std::cerr << "octop: --payload is not valid JSON (or nests deeper than " << octop::kMaxJsonDepth
+              << " levels): " << Printable(text.substr(0, 200)) << "\n";
     return kExitUsage;
   }
   Json body{{"kind", a.kind}, {"payload", payload}};
@@ -210,12 +254,12 @@ int JobsEnqueue(const Globals& g, const JobArgs& a) {
   if (a.max_retries) body["maxRetries"] = *a.max_retries;
   HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs", body.dump());
   if (r.status != 200 && r.status != 201) return Refused(r);
-  const Json answer = Json::parse(r.body, nullptr, false);
+  const Json& answer = BodyObject(r);
   if (g.json) {
     std::cout << answer.dump() << "\n";
   } else {
-    std::cout << (answer.value("existing", false) ? "existing " : "enqueued ") << answer.value("id", "")
-              << "\n";
+    std::cout << (answer.value("existing", false) ? "existing " : "enqueued ")
+              << Printable(answer.value("id", "")) << "\n";
   }
   return 0;
 }
@@ -227,14 +271,14 @@ int JobsList(const Globals& g, const JobArgs& a) {
   if (a.filter_kind) path += "&kind=" + EncodeSegment(*a.filter_kind);
   HttpAnswer r = Call(g, "GET", path);
   if (r.status != 200) return Refused(r);
-  const Json body = Json::parse(r.body);
+  const Json& body = BodyObject(r);
   if (g.json) {
     std::cout << body.dump(2) << "\n";
     return 0;
   }
   std::vector<std::vector<std::string>> rows{
       {"ID", "QUEUE", "KIND", "STATUS", "ATTEMPT", "SCHEDULED", "COMPLETED", "LAST ERROR"}};
-  for (const Json& j : body["jobs"]) {
+  for (const Json& j : body.value("jobs", Json::array())) {
     rows.push_back({Cell(j, "id"), Cell(j, "queue"), Cell(j, "kind"), Cell(j, "status"),
                     Cell(j, "attempt") + "/" + std::to_string(j.value("maxRetries", 0) + 1),
                     Cell(j, "scheduledAt"), Cell(j, "completedAt"), ErrorMessageOf(j)});
@@ -246,14 +290,14 @@ int JobsList(const Globals& g, const JobArgs& a) {
 int JobsSummary(const Globals& g) {
   HttpAnswer r = Call(g, "GET", "/api/octop/v1/jobs/summary");
   if (r.status != 200) return Refused(r);
-  const Json body = Json::parse(r.body);
+  const Json& body = BodyObject(r);
   if (g.json) {
     std::cout << body.dump(2) << "\n";
     return 0;
   }
   std::vector<std::vector<std::string>> rows{
       {"QUEUE", "STATUS", "COUNT", "OLDEST SCHEDULED", "AVG DELAY (s)"}};
-  for (const Json& c : body["counts"]) {
+  for (const Json& c : body.value("counts", Json::array())) {
     std::string delay = "-";
     if (c.contains("averageDelaySeconds") && c["averageDelaySeconds"].is_number()) {
       std::ostringstream out;
@@ -264,15 +308,17 @@ int JobsSummary(const Globals& g) {
         {Cell(c, "queue"), Cell(c, "status"), Cell(c, "count"), Cell(c, "oldestScheduledAt"), delay});
   }
   PrintTable(rows);
-  if (!body["pausedQueues"].empty()) {
+  const Json paused = body.value("pausedQueues", Json::array());
+  if (!paused.empty()) {
     std::cout << "\npaused queues:";
-    for (const auto& q : body["pausedQueues"]) std::cout << " " << q.get<std::string>();
+    for (const auto& q : paused) std::cout << " " << Printable(q.get<std::string>());
     std::cout << "\n";
   }
-  if (!body["latestFailed"].empty()) {
+  const Json latest_failed = body.value("latestFailed", Json::array());
+  if (!latest_failed.empty()) {
     std::cout << "\nlatest failed and frozen jobs:\n";
     std::vector<std::vector<std::string>> failed{{"ID", "QUEUE", "KIND", "STATUS", "ATTEMPT", "LAST ERROR"}};
-    for (const Json& j : body["latestFailed"]) {
+    for (const Json& j : latest_failed) {
       failed.push_back({Cell(j, "id"), Cell(j, "queue"), Cell(j, "kind"), Cell(j, "status"),
                         Cell(j, "attempt"), ErrorMessageOf(j)});
     }
@@ -284,12 +330,12 @@ int JobsSummary(const Globals& g) {
 int JobsAct(const Globals& g, const std::string& action, const std::string& id) {
   HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs/" + EncodeSegment(id) + "/" + action);
   if (r.status != 200) return Refused(r);
-  const Json job = Json::parse(r.body, nullptr, false);
+  const Json& job = BodyObject(r);
   if (g.json) {
     std::cout << job.dump() << "\n";
   } else {
-    std::cout << (action == "retry" ? "retried " : "cancelled ") << id << " (now " << job.value("status", "?")
-              << ")\n";
+    std::cout << (action == "retry" ? "retried " : "cancelled ") << id << " (now "
+              << Printable(job.value("status", "?")) << ")\n";
   }
   return 0;
 }
@@ -488,15 +534,22 @@ int main(int argc, char** argv) {
       g.url = "http://" + host + ":" + std::to_string(config->http.port);
     }
   }
-  if (*tasks) return Tasks(g, plugin);
-  if (*trigger) return Act(g, "trigger", p, id);
-  if (*cancel) return Act(g, "cancel", p, id);
-  if (*jobs_enqueue) return JobsEnqueue(g, job);
-  if (*jobs_list) return JobsList(g, job);
-  if (*jobs_summary) return JobsSummary(g);
-  if (*jobs_retry) return JobsAct(g, "retry", job.id);
-  if (*jobs_cancel) return JobsAct(g, "cancel", job.id);
-  if (*migrate) return Migrate(g, plugins);
-  if (*doctor) return Doctor(g, plugins);
+  try {
+    if (*tasks) return Tasks(g, plugin);
+    if (*trigger) return Act(g, "trigger", p, id);
+    if (*cancel) return Act(g, "cancel", p, id);
+    if (*jobs_enqueue) return JobsEnqueue(g, job);
+    if (*jobs_list) return JobsList(g, job);
+    if (*jobs_summary) return JobsSummary(g);
+    if (*jobs_retry) return JobsAct(g, "retry", job.id);
+    if (*jobs_cancel) return JobsAct(g, "cancel", job.id);
+    if (*migrate) return Migrate(g, plugins);
+    if (*doctor) return Doctor(g, plugins);
+  } catch (const nlohmann::json::exception& e) {
+    // An answer of an unexpected shape (a field of another type): octopd is not what answered, or not a
+    // version this CLI knows.
+    std::cerr << "octop: unexpected answer from " << g.url << ": " << e.what() << "\n";
+    return kExitUnreachable;
+  }
   return kExitUsage;
 }

@@ -25,6 +25,7 @@ enum class StatusCode {
   kNotFound,            // NotFoundError, HTTP 404
   kConflict,            // ConflictError, HTTP 409 (e.g. "Task x is currently running")
   kUnauthenticated,     // AuthenticationError, HTTP 401
+  kPermissionDenied,    // NotAllowedError, HTTP 403 (e.g. a cross-site request)
   kFailedPrecondition,  // the system is not in a state to do this (e.g. schema too new), HTTP 409
   kUnavailable,         // the database or a peer cannot be reached right now; retrying may help, HTTP 503
   kDeadlineExceeded,    // a timeout expired, HTTP 504
@@ -59,6 +60,7 @@ Status InvalidArgumentError(std::string message);
 Status NotFoundError(std::string message);
 Status ConflictError(std::string message);
 Status UnauthenticatedError(std::string message);
+Status PermissionDeniedError(std::string message);
 Status FailedPreconditionError(std::string message);
 Status UnavailableError(std::string message);
 Status DeadlineExceededError(std::string message);

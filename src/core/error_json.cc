@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include <octop/error_json.h>
+#include <octop/json_depth.h>
 
 namespace octop {
 
@@ -14,7 +15,9 @@ OrderedJson ToJsonValue(const SerializedError& error) {
   if (error.stack) j["stack"] = *error.stack;
   if (error.cause_json) {
     // A cause that is not JSON is kept as a string rather than dropped.
-    OrderedJson cause = OrderedJson::parse(*error.cause_json, nullptr, /*allow_exceptions=*/false);
+    OrderedJson cause = JsonDepthAllowed(*error.cause_json)
+                            ? OrderedJson::parse(*error.cause_json, nullptr, /*allow_exceptions=*/false)
+                            : OrderedJson(OrderedJson::value_t::discarded);
     j["cause"] = cause.is_discarded() ? OrderedJson(*error.cause_json) : cause;
   }
   return j;
@@ -31,6 +34,7 @@ std::string SerializeErrorMessage(std::string_view message) {
 }
 
 std::optional<SerializedError> ParseSerializedError(std::string_view json) {
+  if (!JsonDepthAllowed(json)) return std::nullopt;
   OrderedJson j = OrderedJson::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   auto message = j.find("message");

@@ -18,6 +18,9 @@ Status ConflictError(std::string message) { return {StatusCode::kConflict, std::
 Status UnauthenticatedError(std::string message) {
   return {StatusCode::kUnauthenticated, std::move(message)};
 }
+Status PermissionDeniedError(std::string message) {
+  return {StatusCode::kPermissionDenied, std::move(message)};
+}
 Status FailedPreconditionError(std::string message) {
   return {StatusCode::kFailedPrecondition, std::move(message)};
 }
@@ -49,6 +52,8 @@ CodeInfo Info(StatusCode code) {
       return {"CONFLICT", "ConflictError", 409};
     case StatusCode::kUnauthenticated:
       return {"UNAUTHENTICATED", "AuthenticationError", 401};
+    case StatusCode::kPermissionDenied:
+      return {"PERMISSION_DENIED", "NotAllowedError", 403};
     case StatusCode::kFailedPrecondition:
       return {"FAILED_PRECONDITION", "ConflictError", 409};
     case StatusCode::kUnavailable:

@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include <octop/cron.h>
+#include <octop/json_depth.h>
 #include <octop/task_settings.h>
 
 namespace octop {
@@ -81,6 +82,10 @@ std::string TaskSettingsV2::ToJson() const {
 }
 
 Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
+  if (!JsonDepthAllowed(json)) {
+    return InvalidArgumentError("Invalid task settings: nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                " levels");
+  }
   OrderedJson j = OrderedJson::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgumentError("Invalid task settings: not valid JSON");
   if (!j.is_object()) return InvalidArgumentError("Invalid task settings: expected a JSON object");

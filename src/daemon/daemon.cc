@@ -207,7 +207,8 @@ Status Daemon::Start() {
   auto jobs = JobQueue::Open(std::move(job_options));
   if (!jobs.ok()) {
     Stop();
-    return Status(jobs.status().code(), "job queue on " + config_.database + ": " + jobs.status().message());
+    return Status(jobs.status().code(), "job queue on " + store::RedactDatabaseUrl(config_.database) + ": " +
+                                            jobs.status().message());
   }
   jobs_ = std::move(jobs).value();
   for (std::size_t i = 0; i < config_.job_handlers.size(); ++i) {
@@ -232,13 +233,15 @@ Status Daemon::Start() {
   http_options.host = config_.http.host;
   http_options.port = config_.http.port;
   http_options.token = config_.http.token;
+  http_options.allowed_hosts = config_.http.allowed_hosts;
   http_options.web_root = web_root_;
   http_options.warn = [](std::string_view message) { spdlog::warn("{}", message); };
   // One connection kept for the readiness probe, opened now so an unreachable database fails the start.
   auto probe = store::OpenStore(config_.database, {.ns = "octop"});
   if (!probe.ok()) {
     Stop();
-    return Status(probe.status().code(), "database " + config_.database + ": " + probe.status().message());
+    return Status(probe.status().code(),
+                  "database " + store::RedactDatabaseUrl(config_.database) + ": " + probe.status().message());
   }
   std::shared_ptr<store::Store> probe_store = std::move(probe).value();
   http_options.readiness = [probe_store]() -> Status {
@@ -253,7 +256,7 @@ Status Daemon::Start() {
     return s;
   }
   spdlog::info("octopd listening on http://{}:{} (database {})", config_.http.host, server_->port(),
-               config_.database);
+               store::RedactDatabaseUrl(config_.database));
   return Status::Ok();
 }
 

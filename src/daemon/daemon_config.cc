@@ -439,6 +439,20 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
       if (config.http.token && config.http.token->size() < 16) {
         return InvalidArgumentError(h.Where("token") + "a bearer token must be at least 16 characters");
       }
+      if (const Json* hosts = h.Get("allowedHosts")) {
+        if (!hosts->is_array()) {
+          return InvalidArgumentError(h.Where("allowedHosts") + "expected a list of host names, got " +
+                                      Show(*hosts));
+        }
+        for (const Json& host : *hosts) {
+          if (!host.is_string() || host.get<std::string>().empty() ||
+              host.get<std::string>().find_first_of(":/ ") != std::string::npos) {
+            return InvalidArgumentError(h.Where("allowedHosts") +
+                                        "expected host names without port or scheme, got " + Show(host));
+          }
+          config.http.allowed_hosts.push_back(host.get<std::string>());
+        }
+      }
       OCTOP_RETURN_IF_ERROR(h.RejectUnknownKeys());
     }
     if (const Json* scheduler = top.Get("scheduler")) {

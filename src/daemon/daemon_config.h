@@ -84,6 +84,8 @@ struct HttpConfig {
   std::string host = "127.0.0.1";
   int port = 7007;
   std::optional<std::string> token;  // bearer token required for POST when set
+  // http.allowedHosts: names a Host header may carry besides IP literals and localhost (ApiServerOptions).
+  std::vector<std::string> allowed_hosts;
 };
 
 struct DaemonConfig {

@@ -100,7 +100,90 @@ bool IsLoopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// The host of a Host header value ("name:port", "[::1]:port"), lower-cased, without the port.
+std::string HostName(std::string_view host) {
+  if (host.starts_with('[')) {
+    const auto close = host.find(']');
+    return Lower(host.substr(0, close == std::string_view::npos ? host.size() : close + 1));
+  }
+  return Lower(host.substr(0, host.find(':')));
+}
+
+bool IsIpLiteral(std::string_view name) {
+  if (name.starts_with('[')) return name.ends_with(']') && name.size() > 2;
+  int dots = 0;
+  for (char c : name) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+// The media type of a Content-Type value, lower-cased, without parameters or spaces.
+std::string MediaType(std::string_view content_type) {
+  std::string_view type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.remove_prefix(1);
+  return Lower(type);
+}
+
 }  // namespace
+
+Status CheckBrowserSafety(const RequestOrigin& r, const std::vector<std::string>& allowed_hosts) {
+  // Probes and scrapers address a node by whatever name their platform gives it, and those answers hold
+  // nothing a rebinding page could use against the node.
+  const bool exempt_path = r.path == "/healthz" || r.path == "/readyz" || r.path == "/metrics";
+  if (!r.host.empty() && !exempt_path) {
+    const std::string name = HostName(r.host);
+    const bool allowed = IsIpLiteral(name) || name == "localhost" || name.ends_with(".localhost") ||
+                         std::any_of(allowed_hosts.begin(), allowed_hosts.end(),
+                                     [&](const std::string& h) { return Lower(h) == name; });
+    if (!allowed) {
+      return PermissionDeniedError("Host '" + std::string(r.host.substr(0, 255)) +
+                                   "' is not a name of this server; add it to http.allowedHosts");
+    }
+  }
+  if (!r.content_encoding.empty() && Lower(r.content_encoding) != "identity") {
+    return InvalidArgumentError("Content-Encoding '" + std::string(r.content_encoding.substr(0, 64)) +
+                                "' is not accepted; send the body uncompressed");
+  }
+  const bool safe_method = r.method == "GET" || r.method == "HEAD" || r.method == "OPTIONS";
+  if (safe_method) return Status::Ok();
+  // Browsers send Origin with every cross-origin request that changes state, and Sec-Fetch-Site with every
+  // request; command-line clients send neither.
+  if (!r.origin.empty()) {
+    const std::string_view origin = r.origin;
+    const auto scheme_end = origin.find("://");
+    const bool same = scheme_end != std::string_view::npos && !r.host.empty() &&
+                      Lower(origin.substr(scheme_end + 3)) == Lower(r.host);
+    if (!same) {
+      return PermissionDeniedError("Cross-origin request from '" + std::string(origin.substr(0, 255)) +
+                                   "' refused");
+    }
+  }
+  if (!r.sec_fetch_site.empty() && r.sec_fetch_site != "same-origin" && r.sec_fetch_site != "none") {
+    return PermissionDeniedError(
+        "Cross-site request refused (Sec-Fetch-Site: " + std::string(r.sec_fetch_site.substr(0, 32)) + ")");
+  }
+  if (r.has_body) {
+    const std::string type = MediaType(r.content_type);
+    if (type != "application/json" && !(type.starts_with("application/") && type.ends_with("+json"))) {
+      return InvalidArgumentError("A request body must be sent as Content-Type: application/json, got '" +
+                                  std::string(r.content_type.substr(0, 64)) + "'");
+    }
+  }
+  return Status::Ok();
+}
 
 bool SecretsEqual(std::string_view given, std::string_view expected) {
   // Every byte of `expected` is compared whatever `given` holds, so timing reveals neither content nor
@@ -222,6 +305,11 @@ Status ApiServer::Start() {
   server.set_payload_max_length(options_.max_body_bytes);
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
+  // No page may sniff a JSON answer into script or frame the dashboard (clickjacking).
+  server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
+                              {"X-Frame-Options", "DENY"},
+                              {"Content-Security-Policy", "frame-ancestors 'none'"},
+                              {"Referrer-Policy", "no-referrer"}});
   if (!options_.web_root.empty() && std::filesystem::is_directory(options_.web_root)) {
     server.set_mount_point("/", options_.web_root);
   }
@@ -301,8 +389,34 @@ Status ApiServer::Start() {
   };
   // httplib answers 400 to a POST with neither Content-Length nor chunked encoding (what `curl -X POST url`
   // sends); Express accepts it as an empty body, so such requests are dispatched before httplib reads a body.
-  server.set_pre_routing_handler([dispatch](const httplib::Request& req, httplib::Response& res) {
+  server.set_pre_routing_handler([this, dispatch, send_error](const httplib::Request& req,
+                                                              httplib::Response& res) {
     const bool has_body_framing = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+    // Checked before httplib reads (and would decompress) the body.
+    const std::string host = req.get_header_value("Host");
+    const std::string origin = req.get_header_value("Origin");
+    const std::string fetch_site = req.get_header_value("Sec-Fetch-Site");
+    const std::string content_type = req.get_header_value("Content-Type");
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    const std::string length = req.get_header_value("Content-Length");
+    const bool has_body = req.has_header("Transfer-Encoding") ||
+                          (!length.empty() && length.find_first_not_of('0') != std::string::npos);
+    const Status safe =
+        CheckBrowserSafety({.method = req.method,
+                            .path = std::string_view(req.target).substr(0, req.target.find('?')),
+                            .host = host,
+                            .origin = origin,
+                            .sec_fetch_site = fetch_site,
+                            .content_type = content_type,
+                            .content_encoding = encoding,
+                            .has_body = has_body},
+                           options_.allowed_hosts);
+    if (!safe.ok()) {
+      // The body, if any, is left unread: the connection cannot carry another request.
+      res.set_header("Connection", "close");
+      send_error(res, safe, req.method, req.target, safe.code() == StatusCode::kInvalidArgument ? 415 : 0);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (has_body_framing || (req.method != "POST" && req.method != "PUT" && req.method != "PATCH")) {
       return httplib::Server::HandlerResponse::Unhandled;
     }

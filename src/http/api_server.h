@@ -8,6 +8,13 @@
 // bearer token is configured every POST must carry it (compared in constant time); GETs stay open so probes
 // and scrapers work.
 //
+// Browser safety (docs/reliability.md, "Threat model"): a page on another site can make the user's browser
+// send requests to a loopback octopd, so every request must name this server in its Host header (an IP
+// literal, localhost, or a configured name: no DNS rebinding), a state-changing request must come from this
+// origin or from no browser at all (Origin, Sec-Fetch-Site), a request body must be JSON (no form or
+// text/plain "simple request"), and compressed bodies are refused (no decompression bomb). Every answer
+// carries nosniff and anti-framing headers.
+//
 // Ownership: the server borrows the Scheduler (and the other handlers' targets), which must outlive it.
 // Thread-safety: Start/Stop from one thread; requests are served on the server's own worker threads.
 #ifndef OCTOP_HTTP_API_SERVER_H_
@@ -55,6 +62,9 @@ struct ApiServerOptions {
   std::string host = "127.0.0.1";  // default loopback only
   int port = 7007;                 // 0 = an ephemeral port (see ApiServer::port())
   std::optional<std::string> token;
+  // Host names, besides IP literals and localhost, that requests may name in their Host header (e.g. the
+  // name a reverse proxy forwards). Compared without the port, case-insensitively.
+  std::vector<std::string> allowed_hosts;
   std::size_t max_body_bytes = 1 << 20;
   // Checked by /readyz (e.g. the database answers); OK when absent.
   std::function<Status()> readiness;
@@ -102,6 +112,22 @@ class ApiServer {
   std::thread thread_;
   int port_ = 0;
 };
+
+// What CheckBrowserSafety reads of a request; empty views for absent headers.
+struct RequestOrigin {
+  std::string_view method;
+  std::string_view path;  // the request target's path, to exempt the probes and /metrics from the Host check
+  std::string_view host;
+  std::string_view origin;
+  std::string_view sec_fetch_site;
+  std::string_view content_type;
+  std::string_view content_encoding;
+  bool has_body = false;  // a Content-Length above 0 or a chunked body
+};
+
+// OK, or the refusal (kPermissionDenied for a foreign Host, Origin or Sec-Fetch-Site; kInvalidArgument for a
+// body that is not JSON or is compressed) for one request.
+Status CheckBrowserSafety(const RequestOrigin& request, const std::vector<std::string>& allowed_hosts);
 
 // Constant-time comparison of two secrets (the time depends only on the length of `expected`).
 bool SecretsEqual(std::string_view given, std::string_view expected);

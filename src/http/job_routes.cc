@@ -8,6 +8,7 @@
 #include <date/date.h>
 
 #include <octop/duration.h>
+#include <octop/json_depth.h>
 
 #include "http/task_json.h"
 #include "store/store.h"
@@ -176,7 +177,9 @@ Json JobToJson(const JobInfo& job) {
   j["id"] = job.id;
   j["queue"] = job.queue;
   j["kind"] = job.kind;
-  Json payload = Json::parse(job.payload, nullptr, false);
+  // A payload stored before the depth bound existed is shown as its text rather than re-serialised.
+  Json payload = JsonDepthAllowed(job.payload) ? Json::parse(job.payload, nullptr, false)
+                                               : Json(Json::value_t::discarded);
   j["payload"] = payload.is_discarded() ? Json(job.payload) : payload;
   j["priority"] = job.priority;
   j["status"] = std::string(JobStatusName(job.status));
@@ -193,6 +196,10 @@ Json JobToJson(const JobInfo& job) {
 }
 
 Result<JobSpec> JobSpecFromJson(std::string_view text) {
+  if (!JsonDepthAllowed(text)) {
+    return InvalidArgumentError("Request body nests arrays and objects deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
+  }
   const Json body = Json::parse(text, nullptr, false);
   if (body.is_discarded()) return InvalidArgumentError("Request body is not valid JSON");
   if (!body.is_object()) return InvalidArgumentError("Request body must be a JSON object");

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <uuid/uuid.h>
 
+#include <octop/json_depth.h>
+
 namespace octop::store {
 
 namespace {
@@ -67,6 +69,10 @@ Status ValidateEnqueueJob(std::size_t index, const EnqueueJobParams& job) {
     return InvalidArgumentError(at + "scheduled_at must be DbNowPlus or AbsoluteTime");
   }
   if (!IsStorableText(job.payload_json)) return InvalidArgumentError(at + "payload is not valid UTF-8 text");
+  if (!JsonDepthAllowed(job.payload_json)) {
+    return InvalidArgumentError(at + "payload nests arrays and objects deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
+  }
   if (!nlohmann::json::accept(job.payload_json)) {
     return InvalidArgumentError(at + "payload is not valid JSON: " + job.payload_json.substr(0, 200));
   }

@@ -4,6 +4,46 @@
 
 namespace octop::store {
 
+namespace {
+
+bool StartsAKey(const std::string& s, std::size_t pos) {
+  return pos == 0 || s[pos - 1] == '?' || s[pos - 1] == '&' || s[pos - 1] == ' ' || s[pos - 1] == '\t';
+}
+
+}  // namespace
+
+std::string RedactDatabaseUrl(std::string_view url) {
+  std::string out(url);
+  // postgresql://user:secret@host/db: the password sits between the first ':' of the authority and its '@'
+  // (libpq requires a literal '@' in it to be percent-encoded).
+  if (const auto scheme = out.find("://"); scheme != std::string::npos) {
+    const std::size_t start = scheme + 3;
+    const std::size_t end = std::min(out.find_first_of("/?#", start), out.size());
+    const std::size_t at = out.rfind('@', end == 0 ? 0 : end - 1);
+    if (at != std::string::npos && at >= start) {
+      const std::size_t colon = out.find(':', start);
+      if (colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  // ?password=secret in a URI, password=secret or password='a b' in a key=value string.
+  constexpr std::string_view kKey = "password=";
+  for (std::size_t pos = out.find(kKey); pos != std::string::npos; pos = out.find(kKey, pos + 1)) {
+    if (!StartsAKey(out, pos)) continue;
+    const std::size_t value = pos + kKey.size();
+    std::size_t end = value;
+    if (end < out.size() && out[end] == '\'') {
+      for (++end; end < out.size() && out[end] != '\''; ++end) {
+        if (out[end] == '\\') ++end;
+      }
+      end = std::min(end + 1, out.size());
+    } else {
+      end = std::min(out.find_first_of("& \t", value), out.size());
+    }
+    out.replace(value, end - value, "***");
+  }
+  return out;
+}
+
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
   constexpr std::string_view kSqlite = "sqlite:";
   if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
@@ -15,7 +55,7 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
     if (location.empty()) return InvalidArgumentError("sqlite URL '" + url + "' names no directory");
     return OpenSqliteStore(location, options);
   }
-  return InvalidArgumentError("unknown database URL '" + url +
+  return InvalidArgumentError("unknown database URL '" + RedactDatabaseUrl(url) +
                               "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
 }
 
@@ -24,7 +64,7 @@ Status ValidateStoreNamespace(const std::string& url, const std::string& ns) {
     return ValidatePostgresNamespace(ns);
   if (url == "sqlite::memory:") return Status::Ok();
   if (url.starts_with("sqlite:")) return ValidateSqliteNamespace(ns);
-  return InvalidArgumentError("unknown database URL '" + url +
+  return InvalidArgumentError("unknown database URL '" + RedactDatabaseUrl(url) +
                               "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
 }
 

@@ -651,6 +651,9 @@ class Store {
 //   postgresql://user@host:port/db?...  or  postgres://...   (libpq connection URI; namespace = schema)
 // Does not migrate. kInvalidArgument for an unknown scheme, kUnavailable if the server cannot be reached.
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options = {});
+// `url` with any password in it replaced by "***" (the user:password@ of a URI, a password= parameter), for
+// log lines and error messages (docs/reliability.md, "Threat model").
+std::string RedactDatabaseUrl(std::string_view url);
 // What OpenStore(url, {.ns = ns}) would refuse before touching anything: an unknown scheme or a namespace the
 // backend cannot hold. Lets a caller check many namespaces before opening (and so creating) any.
 Status ValidateStoreNamespace(const std::string& url, const std::string& ns);

@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,18 +23,21 @@ namespace {
 struct Outcome {
   int exit_code = -1;
   std::string err;
+  std::string out;
 };
 
 // Runs the octop binary with `args` (no shell), stdin empty; bounded by a real-time deadline.
 Outcome RunOctop(const std::vector<std::string>& args) {
   int err_pipe[2];
+  int out_pipe[2];
   EXPECT_EQ(::pipe2(err_pipe, O_CLOEXEC), 0);
+  EXPECT_EQ(::pipe2(out_pipe, O_CLOEXEC), 0);
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(err_pipe[1], 2);
+    ::dup2(out_pipe[1], 1);
     const int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0);
-    ::dup2(devnull, 1);
     std::vector<char*> argv;
     std::string binary = OCTOP_CLI_BINARY;
     argv.push_back(binary.data());
@@ -43,17 +48,27 @@ Outcome RunOctop(const std::vector<std::string>& args) {
     ::_exit(127);
   }
   ::close(err_pipe[1]);
+  ::close(out_pipe[1]);
   Outcome out;
   char buf[4096];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{err_pipe[0], POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
-    if (n <= 0) break;
-    out.err.append(buf, static_cast<std::size_t>(n));
+  pollfd p[2] = {{err_pipe[0], POLLIN, 0}, {out_pipe[0], POLLIN, 0}};
+  int open_pipes = 2;
+  while (open_pipes > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (::poll(p, 2, 100) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (p[i].fd < 0 || p[i].revents == 0) continue;
+      const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        p[i].fd = -1;
+        --open_pipes;
+        continue;
+      }
+      (i == 0 ? out.err : out.out).append(buf, static_cast<std::size_t>(n));
+    }
   }
   ::close(err_pipe[0]);
+  ::close(out_pipe[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
   out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -141,6 +156,45 @@ TEST_F(CliBadInputTest, BadJsonPayloadsAreUsageErrors) {
                                                              "nul", std::string(5000, '[')}) {
     ExpectUsageError({"--url", url_, "jobs", "enqueue", "k", "--payload", payload}, "JSON");
   }
+}
+
+// A server that is not octopd, or a hostile one: whatever it answers, the CLI exits 3 with one line and never
+// lets the answer drive the terminal.
+TEST(CliHostileAnswerTest, AnswersThatAreNotOctopdsAreOneLineErrors) {
+  httplib::Server server;
+  std::string body;
+  server.Get(".*", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(body, "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread thread([&] { server.listen_after_bind(); });
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const std::vector<std::string> answers = {"<html>not octopd</html>",
+                                            std::string(300000, '[') + std::string(300000, ']'),
+                                            "[1,2]",
+                                            R"({"jobs":{"a":1}})",
+                                            R"({"jobs":[{"maxRetries":"x"}]})",
+                                            ""};
+  for (const std::string& answer : answers) {
+    body = answer;
+    Outcome r = RunOctop({"--url", url, "jobs", "list"});
+    EXPECT_EQ(r.exit_code, 3) << answer.substr(0, 40) << "\n" << r.err;
+    EXPECT_TRUE(r.err.starts_with("octop:")) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // Terminal escapes in a value (a job kind chosen by whoever enqueued it) are shown, not obeyed.
+  body =
+      "{\"jobs\":[{\"id\":\"j\",\"kind\":\"\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\",\"queue\":\"q\","
+      "\"status\":\"pending\",\"attempt\":0,\"maxRetries\":1}]}";
+  Outcome r = RunOctop({"--url", url, "jobs", "list"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xc2\x9b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m"), std::string::npos) << r.out;
+  server.stop();
+  thread.join();
 }
 
 }  // namespace

@@ -108,6 +108,7 @@ nodeId: node-a
 http:
   listen: 0.0.0.0:8080
   token: ${OCTOP_TEST_TOKEN}
+  allowedHosts: [octop.internal, scheduler.example.com]
 scheduler:
   workCheckFrequency: 2s
 plugins:
@@ -148,6 +149,7 @@ TEST(ParseDaemonConfig, ReadsEveryKey) {
   EXPECT_EQ(c->http.host, "0.0.0.0");
   EXPECT_EQ(c->http.port, 8080);
   EXPECT_EQ(c->http.token, "0123456789abcdef0123");
+  EXPECT_EQ(c->http.allowed_hosts, (std::vector<std::string>{"octop.internal", "scheduler.example.com"}));
   EXPECT_EQ(c->work_check_frequency, std::chrono::seconds(2));
   ASSERT_EQ(c->plugins.size(), 1u);
   const auto& tasks = c->plugins[0].tasks;
@@ -207,6 +209,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"http: {listen: 'nowhere'}", "http.listen: expected host:port, got 'nowhere'"},
         BadCase{"http: {listen: 'h:99999'}", "port must be 0-65535, got '99999'"},
         BadCase{"http: {token: short}", "at least 16 characters"},
+        BadCase{"http: {allowedHosts: octop.internal}", "http.allowedHosts: expected a list of host names"},
+        BadCase{"http: {allowedHosts: ['octop.internal:7007']}", "without port or scheme"},
+        BadCase{"http: {allowedHosts: ['http://x']}", "without port or scheme"},
         BadCase{"http: {token: '${OCTOP_SURELY_UNSET_VAR}'}",
                 "environment variable OCTOP_SURELY_UNSET_VAR is not set"},
         BadCase{"logLevel: loud", "expected trace, debug, info, warn, error or off, got 'loud'"},

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <octop/json_depth.h>
 #include <octop/queue.h>
 #include <octop/scheduler.h>
 
@@ -363,6 +364,153 @@ TEST_F(BadInputTest, BindingBeyondLoopbackWithoutATokenWarns) {
   StartServer({.warn = [&](std::string_view w) { warnings.emplace_back(w); }});
   EXPECT_TRUE(warnings.empty()) << "the default bind is loopback";
   EXPECT_EQ(ApiServerOptions{}.host, "127.0.0.1");
+}
+
+// ---- Hostile clients (docs/reliability.md, "Threat model")
+// -------------------------------------------------
+
+std::string Nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST_F(BadInputTest, DeeplyNestedJsonIsRefusedBeforeItIsParsed) {
+  StartServer({});
+  // 200,000 levels in 400 KB: within the body limit, and deep enough to overflow the stack of any recursive
+  // serialiser.
+  for (const std::string& body :
+       std::vector<std::string>{R"({"kind":"k","payload":)" + Nested(200000) + "}",
+                                R"({"kind":"k","payload":)" + Nested(kMaxJsonDepth) + "}", Nested(300000)}) {
+    RawResponse r = SendRaw(port(), Request("POST", "/api/octop/v1/jobs", body));
+    EXPECT_EQ(r.status, 400) << body.size();
+    ExpectJsonError(r, "deep json");
+    EXPECT_NE(r.body.find("deeper than"), std::string::npos) << r.body;
+  }
+  ExpectNothingWritten();
+  // The deepest payload allowed is stored and read back whole (the object around it is one more level).
+  const std::string deepest = Nested(kMaxJsonDepth - 1);
+  RawResponse ok =
+      SendRaw(port(), Request("POST", "/api/octop/v1/jobs", R"({"kind":"deep","payload":)" + deepest + "}"));
+  ASSERT_EQ(ok.status, 201) << ok.body;
+  const std::string id = Json::parse(ok.body)["id"];
+  RawResponse read = SendRaw(port(), Request("GET", "/api/octop/v1/jobs/" + id));
+  ASSERT_EQ(read.status, 200);
+  EXPECT_EQ(Json::parse(read.body)["payload"].dump(), deepest);
+}
+
+TEST_F(BadInputTest, PayloadsStoredTooDeepAreListedAsText) {
+  // A payload written before the bound existed (or by another writer) is shown as its text, not
+  // re-serialised.
+  auto store = store::OpenStore("sqlite:" + (root_ / "db").string(), {.ns = "octop"});
+  ASSERT_TRUE(store.ok());
+  store::EnqueueJobParams job;
+  job.queue = "default";
+  job.kind = "old";
+  job.payload_json = "[]";
+  auto ids = (*store)->EnqueueJobs({job});
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  // Below the store's own check, as an older release would have written it.
+  const std::string deep = Nested(500);  // deeper than kMaxJsonDepth, within what SQLite calls JSON
+  ASSERT_TRUE(
+      (*store)
+          ->WithTransaction([&](store::StoreTransaction& tx) -> Status {
+            return tx.Execute("UPDATE octop_jobs SET payload = $1 WHERE kind = 'old'", {deep}).status();
+          })
+          .ok());
+  StartServer({});
+  RawResponse list = SendRaw(port(), Request("GET", "/api/octop/v1/jobs?kind=old"));
+  ASSERT_EQ(list.status, 200);
+  EXPECT_EQ(Json::parse(list.body)["jobs"][0]["payload"], deep);
+}
+
+TEST_F(BadInputTest, CrossSiteRequestsThatChangeStateAreRefused) {
+  StartServer({});
+  const std::string trigger = std::string(kTrigger) + "t/trigger";
+  const std::string enqueue = "/api/octop/v1/jobs";
+  const std::string job = R"({"kind":"k"})";
+  auto raw = [&](const std::string& target, const std::string& headers, const std::string& body) {
+    return "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port()) +
+           "\r\nConnection: close\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  struct Case {
+    std::string what;
+    std::string headers;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"foreign origin", "Origin: http://localhost:8111\r\nContent-Type: application/json\r\n", 403},
+      {"null origin", "Origin: null\r\nContent-Type: application/json\r\n", 403},
+      {"cross-site fetch", "Sec-Fetch-Site: cross-site\r\nContent-Type: application/json\r\n", 403},
+      {"same-site fetch", "Sec-Fetch-Site: same-site\r\nContent-Type: application/json\r\n", 403},
+      {"text/plain body", "Content-Type: text/plain\r\n", 415},
+      {"form body", "Content-Type: application/x-www-form-urlencoded\r\n", 415},
+      {"no content type", "", 415},
+  };
+  for (const Case& c : cases) {
+    RawResponse r = SendRaw(port(), raw(enqueue, c.headers, job));
+    EXPECT_EQ(r.status, c.status) << c.what << ": " << r.body;
+    ExpectJsonError(r, c.what);
+    if (c.status == 403) {
+      EXPECT_EQ(Json::parse(r.body)["error"]["name"], "NotAllowedError") << c.what;
+      RawResponse t = SendRaw(port(), raw(trigger, c.headers, ""));
+      EXPECT_EQ(t.status, 403) << c.what << " (trigger)";
+    }
+  }
+  ExpectNothingWritten();
+  // What the dashboard sends (its own origin) and what curl sends (no Origin) go through.
+  const std::string origin = "Origin: http://127.0.0.1:" + std::to_string(port()) + "\r\n";
+  RawResponse own = SendRaw(port(), raw(enqueue,
+                                        origin + "Sec-Fetch-Site: same-origin\r\n" +
+                                            "Content-Type: application/json; charset=utf-8\r\n",
+                                        job));
+  EXPECT_EQ(own.status, 201) << own.body;
+  RawResponse curl = SendRaw(port(), raw(trigger, "", ""));
+  EXPECT_EQ(curl.status, 200) << curl.body;
+}
+
+TEST_F(BadInputTest, AForeignHostHeaderIsRefusedExceptOnProbes) {
+  StartServer({.allowed_hosts = {"octop.internal"}});
+  auto get = [&](const std::string& target, const std::string& host) {
+    return SendRaw(port(), "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+  };
+  // A DNS-rebinding page reaches the server under its own name.
+  for (const std::string& target : std::vector<std::string>{"/api/octop/v1/jobs", "/", "/index.html",
+                                                            "/api/demo/.backstage/scheduler/v1/tasks"}) {
+    RawResponse r = get(target, "attacker.example:7007");
+    EXPECT_EQ(r.status, 403) << target;
+    ExpectJsonError(r, "rebinding " + target);
+    EXPECT_EQ(r.body.find("dashboard"), std::string::npos);
+  }
+  for (const std::string& target : std::vector<std::string>{"/healthz", "/readyz", "/metrics"}) {
+    EXPECT_EQ(get(target, "attacker.example").status, 200) << target;
+  }
+  for (const std::string& host :
+       std::vector<std::string>{"127.0.0.1", "127.0.0.1:7007", "localhost:7007", "[::1]:7007", "10.1.2.3",
+                                "OCTOP.internal:80", "app.localhost"}) {
+    EXPECT_EQ(get("/api/octop/v1/jobs", host).status, 200) << host;
+  }
+}
+
+TEST_F(BadInputTest, CompressedBodiesAreRefusedUnread) {
+  StartServer({});
+  // 20 KB of gzip that would inflate to 20 MiB: refused on its header, before a byte is decompressed.
+  const std::string body(20000, 'x');
+  for (const std::string& encoding : std::vector<std::string>{"gzip", "br", "deflate", "GZIP"}) {
+    RawResponse r = SendRaw(
+        port(), Request("POST", "/api/octop/v1/jobs", body, "Content-Encoding: " + encoding + "\r\n"));
+    EXPECT_EQ(r.status, 415) << encoding;
+    ExpectJsonError(r, "encoding " + encoding);
+  }
+  ExpectNothingWritten();
+}
+
+TEST_F(BadInputTest, EveryAnswerForbidsSniffingAndFraming) {
+  StartServer({});
+  for (const std::string& target :
+       std::vector<std::string>{"/", "/index.html", "/api/octop/v1/jobs", "/healthz", "/nope"}) {
+    RawResponse r = SendRaw(port(), Request("GET", target));
+    EXPECT_NE(r.headers.find("X-Content-Type-Options: nosniff"), std::string::npos) << target << r.headers;
+    EXPECT_NE(r.headers.find("X-Frame-Options: DENY"), std::string::npos) << target;
+    EXPECT_NE(r.headers.find("frame-ancestors 'none'"), std::string::npos) << target;
+  }
 }
 
 }  // namespace

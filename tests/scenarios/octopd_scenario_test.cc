@@ -1,6 +1,7 @@
 // Scenario tests: the real octopd binary on an ephemeral port with an SQLite directory of its own, driven
 // over HTTP by a real client and by the real octop CLI. Waits are on conditions with deadlines, never sleeps.
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -240,9 +241,14 @@ TEST_F(OctopdScenario, ErrorsAreJsonWithBackstageShape) {
   EXPECT_EQ(unknown_route->status, 404);
   EXPECT_TRUE(Json::parse(unknown_route->body, nullptr, false).is_object());
 
-  auto huge = Client().Post(TasksPath() + "/manual-marker/trigger", std::string(2 << 20, 'x'), "text/plain");
+  auto huge =
+      Client().Post(TasksPath() + "/manual-marker/trigger", std::string(2 << 20, 'x'), "application/json");
   ASSERT_TRUE(huge);
   EXPECT_EQ(huge->status, 413);
+  // A body that is not JSON is refused on its header, before it is read (a browser's "simple request").
+  auto plain = Client().Post(TasksPath() + "/manual-marker/trigger", "x", "text/plain");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->status, 415);
 
   auto long_id = Client().Post(TasksPath() + "/" + std::string(10000, 'i') + "/trigger");
   ASSERT_TRUE(long_id);
@@ -361,6 +367,34 @@ TEST_F(OctopdScenario, InvalidConfigExitsTwoNamingTheKey) {
   ASSERT_EQ(typo.Wait(30s), 2);
   EXPECT_NE(typo.output().find("unknown key 'taks'; did you mean 'tasks'?"), std::string::npos)
       << typo.output();
+}
+
+// The database password never reaches a log line or an error (docs/reliability.md, "Threat model").
+TEST_F(OctopdScenario, TheDatabasePasswordIsNeverLogged) {
+  // A server that cannot be reached: the start-up error names the database, redacted.
+  std::ofstream(dir_ / "down.yaml")
+      << "database: postgresql://octop:hunter2-secret@127.0.0.1:1/nodb?connect_timeout=2\n"
+         "http:\n  listen: 127.0.0.1:0\n";
+  Child down({OCTOPD_PATH, "--config", (dir_ / "down.yaml").string()});
+  auto code = down.Wait(60s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_EQ(down.output().find("hunter2-secret"), std::string::npos) << down.output();
+  EXPECT_NE(down.output().find("octop:***@127.0.0.1:1"), std::string::npos) << down.output();
+
+  // A server that answers (trust authentication ignores the password): the "listening" line is redacted too.
+  const char* pg = std::getenv("OCTOP_TEST_PG_URL");
+  if (pg == nullptr || std::string_view(pg).find("postgresql://octop@") != 0) {
+    GTEST_SKIP() << "needs OCTOP_TEST_PG_URL of the form postgresql://octop@host:port/db";
+  }
+  std::string url = pg;
+  url.replace(0, std::string_view("postgresql://octop@").size(), "postgresql://octop:hunter2-secret@");
+  std::ofstream(dir_ / "up.yaml") << "database: " << url << "\nhttp:\n  listen: 127.0.0.1:0\n";
+  daemon_ =
+      std::make_unique<Child>(std::vector<std::string>{OCTOPD_PATH, "--config", (dir_ / "up.yaml").string()});
+  ASSERT_TRUE(daemon_->WaitForOutput("ready on port ([0-9]+)").has_value()) << daemon_->output();
+  EXPECT_EQ(daemon_->output().find("hunter2-secret"), std::string::npos) << daemon_->output();
+  EXPECT_NE(daemon_->output().find("octop:***@"), std::string::npos) << daemon_->output();
 }
 
 TEST_F(OctopdScenario, CliListsTriggersAndReportsErrors) {

@@ -139,5 +139,20 @@ TEST_P(StoreConformance, EmptyTicketIsRejected) {
   EXPECT_EQ(Row("a").current_run_ticket, std::nullopt);
 }
 
+TEST(RedactDatabaseUrlTest, HidesEveryFormOfPassword) {
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://app:s3cret@db:5432/octop"), "postgresql://app:***@db:5432/octop");
+  EXPECT_EQ(RedactDatabaseUrl("postgres://app:p%40ss@db/octop?sslmode=require"),
+            "postgres://app:***@db/octop?sslmode=require");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://db/octop?user=app&password=s3cret&sslmode=require"),
+            "postgresql://db/octop?user=app&password=***&sslmode=require");
+  EXPECT_EQ(RedactDatabaseUrl("host=db password='a b\\' c' user=app"), "host=db password=*** user=app");
+  // Nothing to hide: unchanged.
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://app@db/octop"), "postgresql://app@db/octop");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://db/octop?application_name=mypassword=x"),
+            "postgresql://db/octop?application_name=mypassword=x");
+  EXPECT_EQ(RedactDatabaseUrl("sqlite:/var/lib/octop"), "sqlite:/var/lib/octop");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://db:5432/a@b"), "postgresql://db:5432/a@b");
+}
+
 }  // namespace
 }  // namespace octop::store::testing

@@ -24,6 +24,7 @@ TEST(Status, MapsCodesToBackstageNamesAndHttp) {
       {NotFoundError("x"), "NotFoundError", 404},
       {ConflictError("x"), "ConflictError", 409},
       {UnauthenticatedError("x"), "AuthenticationError", 401},
+      {PermissionDeniedError("x"), "NotAllowedError", 403},
       {UnavailableError("x"), "ServiceUnavailableError", 503},
       {InternalError("x"), "Error", 500},
       {DeadlineExceededError("x"), "Error", 504},
