@@ -123,6 +123,10 @@ struct JobSummary {
 // ---- Handlers
 // -----------------------------------------------------------------------------------------------------
 
+// The longest delay a handler's JobResult::Retry(after) can ask for; a longer one (or a negative one) is
+// clamped to it (to 0), so a webhook's Retry-After cannot park a job for decades.
+inline constexpr std::chrono::milliseconds kMaxJobRetryAfter = std::chrono::hours(24);
+
 // What a handler hands back.
 class JobResult {
  public:
@@ -130,8 +134,8 @@ class JobResult {
 
   // The job succeeded.
   static JobResult Done() { return JobResult(Kind::kDone, {}, std::nullopt); }
-  // Try again: after `after`, or after the backoff when absent. Counts as an attempt: once max_retries
-  // retries are used up the job is frozen with `error`.
+  // Try again: after `after` (clamped to 0..kMaxJobRetryAfter), or after the backoff when absent. Counts as
+  // an attempt: once max_retries retries are used up the job is frozen with `error`.
   static JobResult Retry(std::optional<std::chrono::milliseconds> after = std::nullopt,
                          std::string error = "retry requested") {
     return JobResult(Kind::kRetry, std::move(error), after);

@@ -25,6 +25,10 @@ enum class CadenceKind {
   kManual,    // exactly "manual"
 };
 
+// The longest cadence, timeout or initial delay a task may have (a year counts 365 days). Longer ones are
+// refused: a time point that far ahead would not fit the clocks' 64-bit nanoseconds (past the year 2262).
+inline constexpr std::chrono::hours kMaxTaskDuration{24 * 365 * 100};
+
 struct TaskSettingsV2 {
   std::string cadence;
   std::string timeout_after_duration;

@@ -17,6 +17,13 @@ bool IsValidOptionalDuration(const std::string& text) {
   return text.empty() || Duration::ParseIso(text).ok();
 }
 
+// A valid duration longer than kMaxTaskDuration.
+bool IsTooLong(const std::string& text) {
+  if (text.empty()) return false;
+  Result<Duration> d = Duration::ParseIso(text);
+  return d.ok() && !(d->AsSeconds() <= static_cast<double>(std::chrono::seconds(kMaxTaskDuration).count()));
+}
+
 bool IsValidCron(const std::string& text) { return !text.empty() && CronExpression::Parse(text).ok(); }
 
 Status FieldError(std::string_view field, std::string_view message) {
@@ -60,6 +67,14 @@ Status TaskSettingsV2::Validate() const {
   if (initial_delay_duration && !IsValidOptionalDuration(*initial_delay_duration)) {
     return FieldError("initialDelayDuration",
                       "'" + *initial_delay_duration + "': " + std::string(kInvalidDuration));
+  }
+  for (const auto& [field, text] :
+       {std::pair<std::string_view, const std::string*>{"cadence", &cadence},
+        {"timeoutAfterDuration", &timeout_after_duration},
+        {"initialDelayDuration", initial_delay_duration ? &*initial_delay_duration : nullptr}}) {
+    if (text != nullptr && text->starts_with('P') && IsTooLong(*text)) {
+      return FieldError(field, "'" + *text + "' is longer than 100 years");
+    }
   }
   if (time_zone) {
     if (cadence_kind() != CadenceKind::kCron)

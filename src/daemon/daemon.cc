@@ -102,19 +102,31 @@ JobHandler CommandJobHandler(const CommandAction& action, std::string kind) {
   };
 }
 
-// Retry-After: delta-seconds or an IMF-fixdate ("Wed, 21 Oct 2026 07:28:00 GMT"); nullopt when unreadable.
-std::optional<std::chrono::milliseconds> ParseRetryAfter(const std::string& value) {
+}  // namespace
+
+std::optional<std::chrono::milliseconds> ParseRetryAfter(const std::string& value, WallTime now) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
   if (value.empty()) return std::nullopt;
-  if (value.find_first_not_of("0123456789") == std::string::npos && value.size() < 10) {
-    return std::chrono::seconds(std::stol(value));
+  const seconds limit = std::chrono::duration_cast<seconds>(kMaxJobRetryAfter);
+  if (value.find_first_not_of("0123456789") == std::string::npos) {
+    // Any number of digits: more than the limit's worth is the limit, never an overflow.
+    const std::string digits = value.substr(std::min(value.find_first_not_of('0'), value.size()));
+    if (digits.size() > 9) return milliseconds(limit);
+    return milliseconds(std::min(seconds(digits.empty() ? 0 : std::stol(digits)), limit));
   }
   std::tm tm{};
   const char* end = ::strptime(value.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
   if (end == nullptr || *end != '\0') return std::nullopt;
-  const WallTime at = std::chrono::system_clock::from_time_t(::timegm(&tm));
-  const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::Real().WallNow());
-  return std::max(delay, std::chrono::milliseconds(0));
+  // Compared in seconds since the epoch, which hold any year strptime reads; WallTime (nanoseconds) would
+  // overflow past 2262.
+  const std::int64_t at = static_cast<std::int64_t>(::timegm(&tm));
+  const std::int64_t now_s = std::chrono::floor<seconds>(now.time_since_epoch()).count();
+  const std::int64_t delay = std::clamp<std::int64_t>(at - now_s, 0, limit.count());
+  return milliseconds(seconds(delay));
 }
+
+namespace {
 
 JobHandler WebhookJobHandler(const WebhookAction& action, std::string kind) {
   return [action, kind](const JobContext& job) -> JobResult {
@@ -139,7 +151,8 @@ JobHandler WebhookJobHandler(const WebhookAction& action, std::string kind) {
     const std::string snippet = result->body.substr(0, 512);
     if (!snippet.empty()) message += ": " + snippet;
     if (result->status == 429 || result->status == 503) {
-      return JobResult::Retry(ParseRetryAfter(result->get_header_value("Retry-After")), message);
+      return JobResult::Retry(
+          ParseRetryAfter(result->get_header_value("Retry-After"), Clock::Real().WallNow()), message);
     }
     return JobResult::Fail(message);
   };
@@ -152,21 +165,6 @@ JobHandler MakeJobHandler(const ActionConfig& action, std::string kind) {
     return CommandJobHandler(*command, std::move(kind));
   }
   return WebhookJobHandler(std::get<WebhookAction>(action), std::move(kind));
-}
-
-TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config) {
-  TaskScheduleDefinition def;
-  if (const auto* cron = std::get_if<CronSchedule>(&config.frequency)) {
-    def.frequency = CronFrequency{.cron = cron->expression, .time_zone = cron->time_zone};
-  } else if (const auto* duration = std::get_if<Duration>(&config.frequency)) {
-    def.frequency = *duration;
-  } else {
-    def.frequency = ManualTrigger{};
-  }
-  def.timeout = config.timeout;
-  def.initial_delay = config.initial_delay;
-  def.scope = config.scope == "local" ? TaskScope::kLocal : TaskScope::kGlobal;
-  return def;
 }
 
 TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id) {

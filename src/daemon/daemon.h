@@ -26,9 +26,6 @@ class ApiServer;
 
 namespace octop::daemon {
 
-// The runtime's schedule for a config schedule (scope defaults to global).
-TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config);
-
 // The task function that runs `action` for task `task_id` of plugin `plugin_id`. A command gets
 // OCTOP_PLUGIN_ID and OCTOP_TASK_ID in its environment; a webhook gets a JSON body {"pluginId","taskId"}. A
 // non-zero exit, a non-2xx answer or no answer is a failed run whose error says why.
@@ -40,10 +37,13 @@ TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id,
 //            backoff; any other exit, a signal or a stop (timeout, shutdown) = Fail with the exit status and
 //            the tail of stderr as the error.
 //   webhook: the payload JSON as the body (headers X-Octop-Job-Id/-Kind/-Attempt added). 2xx = Done; 429 or
-//   503
-//            = Retry, after Retry-After (seconds or an HTTP date) when given; anything else or no answer =
-//            Fail.
+//            503 = Retry, after Retry-After (seconds or an HTTP date) when given; anything else or no
+//            answer = Fail.
 JobHandler MakeJobHandler(const ActionConfig& action, std::string kind);
+
+// A Retry-After value at `now`: delta-seconds or an IMF-fixdate ("Wed, 21 Oct 2026 07:28:00 GMT"), clamped to
+// 0..kMaxJobRetryAfter whatever its size or year; nullopt when unreadable.
+std::optional<std::chrono::milliseconds> ParseRetryAfter(const std::string& value, WallTime now);
 
 class Daemon {
  public:

@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
+
+#include <octop/json_depth.h>
+#include <octop/task_settings.h>
+
+#include "store/store.h"
 
 namespace octop::daemon {
 
@@ -24,7 +30,17 @@ class YamlToJson {
  public:
   explicit YamlToJson(std::map<std::string, int>* lines) : lines_(lines) {}
 
-  Result<Json> Convert(const YAML::Node& node, const std::string& path) {
+  Result<Json> Convert(const YAML::Node& node, const std::string& path, std::size_t depth = 0) {
+    // Aliases are expanded here, so a few hundred bytes of nested aliases ("billion laughs") would become
+    // billions of nodes: the converted size and depth are bounded instead (docs/configuration.md).
+    if (++nodes_ > kMaxNodes) {
+      return InvalidArgumentError(Where(path) + "the configuration expands to more than " +
+                                  std::to_string(kMaxNodes) + " values (nested aliases?)");
+    }
+    if (depth > kMaxJsonDepth) {
+      return InvalidArgumentError(Where(path) + "nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                  " levels");
+    }
     (*lines_)[path] = node.Mark().line + 1;
     switch (node.Type()) {
       case YAML::NodeType::Null:
@@ -35,7 +51,8 @@ class YamlToJson {
       case YAML::NodeType::Sequence: {
         Json out = Json::array();
         for (std::size_t i = 0; i < node.size(); ++i) {
-          OCTOP_ASSIGN_OR_RETURN(Json item, Convert(node[i], path + "[" + std::to_string(i) + "]"));
+          OCTOP_ASSIGN_OR_RETURN(Json item,
+                                 Convert(node[i], path + "[" + std::to_string(i) + "]", depth + 1));
           out.push_back(std::move(item));
         }
         return out;
@@ -48,7 +65,7 @@ class YamlToJson {
           const std::string child = path.empty() ? key : path + "." + key;
           if (out.contains(key))
             return InvalidArgumentError(Where(child) + "key '" + key + "' appears twice");
-          OCTOP_ASSIGN_OR_RETURN(Json value, Convert(kv.second, child));
+          OCTOP_ASSIGN_OR_RETURN(Json value, Convert(kv.second, child, depth + 1));
           out[key] = std::move(value);
         }
         return out;
@@ -64,6 +81,9 @@ class YamlToJson {
   }
 
  private:
+  static constexpr std::size_t kMaxNodes = 100000;
+  std::size_t nodes_ = 0;
+
   // Plain scalars get YAML 1.2 core-schema types; quoted ones stay strings. ${NAME} is replaced in strings.
   Result<Json> Scalar(const YAML::Node& node, const std::string& path) {
     const std::string& text = node.Scalar();
@@ -230,6 +250,10 @@ Result<Duration> ReadDuration(const Json& value, const std::string& path, const 
                               std::string_view source) {
   Result<Duration> d = Duration::ParseConfigValue(value, path, source);
   if (!d.ok()) return InvalidArgumentError(where.Where(path) + d.status().message());
+  // Every duration in the file (grace periods and handler timeouts too) ends up added to a clock.
+  if (!(d->AsSeconds() <= static_cast<double>(std::chrono::seconds(kMaxTaskDuration).count()))) {
+    return InvalidArgumentError(where.Where(path) + Show(value) + " is longer than 100 years");
+  }
   return d;
 }
 
@@ -382,6 +406,21 @@ Result<ScheduleConfig> ReadScheduleConfig(const nlohmann::json& schedule, std::s
   return ReadSchedule(schedule, std::string(key), where, source);
 }
 
+TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config) {
+  TaskScheduleDefinition def;
+  if (const auto* cron = std::get_if<CronSchedule>(&config.frequency)) {
+    def.frequency = CronFrequency{.cron = cron->expression, .time_zone = cron->time_zone};
+  } else if (const auto* duration = std::get_if<Duration>(&config.frequency)) {
+    def.frequency = *duration;
+  } else {
+    def.frequency = ManualTrigger{};
+  }
+  def.timeout = config.timeout;
+  def.initial_delay = config.initial_delay;
+  def.scope = config.scope == "local" ? TaskScope::kLocal : TaskScope::kGlobal;
+  return def;
+}
+
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_view source) {
   YAML::Node root;
   try {
@@ -403,6 +442,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
   auto read_all = [&]() -> Status {
     OCTOP_ASSIGN_OR_RETURN(auto database, top.OptionalString("database"));
     if (database) config.database = *database;
+    // The URL's scheme, checked as the store will check it when it opens (the job queue's namespace).
+    if (Status s = store::ValidateStoreNamespace(config.database, "octop"); !s.ok()) {
+      return InvalidArgumentError(top.Where("database") + s.message());
+    }
     OCTOP_ASSIGN_OR_RETURN(config.node_id, top.OptionalString("nodeId"));
     OCTOP_ASSIGN_OR_RETURN(auto level, top.OptionalString("logLevel"));
     if (level) {
@@ -496,6 +539,14 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
                                    ReadSchedule(*schedule, t.Child("schedule"), where, source));
             OCTOP_ASSIGN_OR_RETURN(task.action, ReadAction(t, where));
             OCTOP_RETURN_IF_ERROR(t.RejectUnknownKeys());
+            // What ScheduleTask would refuse at start, refused here (and so by --check) with the key path.
+            if (Status s = store::ValidateTaskId(task.id); !s.ok()) {
+              return InvalidArgumentError(t.Where("id") + s.message());
+            }
+            if (auto settings = TaskSettingsFromSchedule(ToScheduleDefinition(task.schedule));
+                !settings.ok()) {
+              return InvalidArgumentError(t.Where("schedule") + settings.status().message());
+            }
             plugin.tasks.push_back(std::move(task));
           }
         }
@@ -553,6 +604,10 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
 }
 
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError("config file '" + path + "' is a directory");
+  }
   std::ifstream in(path);
   if (!in) return NotFoundError("cannot read config file '" + path + "'");
   std::stringstream buffer;

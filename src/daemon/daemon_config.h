@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <octop/duration.h>
+#include <octop/scheduler.h>
 #include <octop/status.h>
 
 namespace octop::daemon {
@@ -102,7 +103,12 @@ struct DaemonConfig {
   std::string log_level = "info";
 };
 
-// Parses YAML text; `source` names it in messages (e.g. the file path).
+// The runtime's schedule for a config schedule (scope defaults to global).
+TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config);
+
+// Parses YAML text; `source` names it in messages (e.g. the file path). Each task is also checked as
+// PluginScheduler::ScheduleTask checks it (id, cron, time zone, durations), so `octopd --check` refuses
+// exactly what a start would.
 Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_view source);
 Result<DaemonConfig> LoadDaemonConfig(const std::string& path);
 

@@ -393,7 +393,10 @@ PendingCompletion JobQueueWorker::Complete(const Run& run, JobResult result, boo
       break;
     case JobResult::Kind::kRetry: {
       out.completion.outcome = store::JobOutcome::kRetry;
-      const std::chrono::milliseconds delay = result.retry_after().value_or(Backoff(row.attempt));
+      const std::chrono::milliseconds delay =
+          result.retry_after()
+              ? std::clamp(*result.retry_after(), std::chrono::milliseconds(0), kMaxJobRetryAfter)
+              : Backoff(row.attempt);
       out.completion.retry_delay = std::chrono::duration_cast<std::chrono::microseconds>(delay);
       out.result = last_attempt ? "frozen" : "retry";
       break;

@@ -209,6 +209,40 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"http: {listen: 'nowhere'}", "http.listen: expected host:port, got 'nowhere'"},
         BadCase{"http: {listen: 'h:99999'}", "port must be 0-65535, got '99999'"},
         BadCase{"http: {token: short}", "at least 16 characters"},
+        // What a start refuses, --check refuses too (both read the file through ParseDaemonConfig).
+        BadCase{"database: 'mysql://db/x'", "database: unknown database URL 'mysql://db/x'"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: {cron: '61 * * * *'}, "
+                "timeout: PT1M}, command: [x]}\n",
+                "plugins.p.tasks[0].schedule: "},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: {cron: '0 * * * *', "
+                "timeZone: Mars/Olympus}, timeout: PT1M}, command: [x]}\n",
+                "Unknown time zone 'Mars/Olympus'"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: 0s, timeout: PT1M}, "
+                "command: [x]}\n",
+                "the frequency must be longer than zero"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: PT1M, timeout: 0s}, "
+                "command: [x]}\n",
+                "the timeout must be longer than zero"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: '  ', schedule: {frequency: PT1M, timeout: PT1M}, "
+                "command: [x]}\n",
+                "plugins.p.tasks[0].id: "},
+        BadCase{
+            "plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: PT1M, timeout: P1000000Y}, "
+            "command: [x]}\n",
+            "is longer than 100 years"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: PT1M, timeout: PT1M, "
+                "initialDelay: P300Y}, command: [x]}\n",
+                "is longer than 100 years"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: PT1M, timeout: PT1M}, "
+                "command: {argv: [x], killGrace: P1000000Y}}\n",
+                "killGrace: \"P1000000Y\" is longer than 100 years"},
+        BadCase{
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+            "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+            "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+            "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, "
+            "*g]\n",
+            "more than 100000 values (nested aliases?)"},
         BadCase{"http: {allowedHosts: octop.internal}", "http.allowedHosts: expected a list of host names"},
         BadCase{"http: {allowedHosts: ['octop.internal:7007']}", "without port or scheme"},
         BadCase{"http: {allowedHosts: ['http://x']}", "without port or scheme"},

@@ -162,6 +162,10 @@ TEST_P(JobQueueTest, RetryAfterAndExceptionsAndCancelResults) {
                  if (ctx.attempt == 1) return JobResult::Retry(30s, "not yet");
                  return JobResult::Done();
                }).ok());
+  ASSERT_TRUE(q.RegisterHandler("parks", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Retry(std::chrono::hours(10000), "come back in a year");
+               }).ok());
   ASSERT_TRUE(q.RegisterHandler("throws", [](const JobContext&) -> JobResult {
                  throw std::runtime_error("disk on fire");
                }).ok());
@@ -175,7 +179,8 @@ TEST_P(JobQueueTest, RetryAfterAndExceptionsAndCancelResults) {
   throws.max_retries = 0;
   auto thrown = q.Enqueue(throws);
   auto gives_up = q.Enqueue(Spec("gives-up"));
-  ASSERT_TRUE(later.ok() && thrown.ok() && gives_up.ok());
+  auto parks = q.Enqueue(Spec("parks"));
+  ASSERT_TRUE(later.ok() && thrown.ok() && gives_up.ok() && parks.ok());
 
   ASSERT_TRUE(WaitForJob(q, thrown->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }));
   EXPECT_EQ(q.GetJob(thrown->id)->last_error, "disk on fire");
@@ -188,9 +193,12 @@ TEST_P(JobQueueTest, RetryAfterAndExceptionsAndCancelResults) {
   auto waiting = q.GetJob(later->id);
   EXPECT_LE(std::chrono::abs(waiting->scheduled_at - (t0 + 30s)), 1ms);  // Retry(after) overrides the backoff
   EXPECT_EQ(waiting->last_error, "not yet");
+  // A delay beyond kMaxJobRetryAfter waits that long, not a year.
+  ASSERT_TRUE(WaitForJob(q, parks->id, [](const JobInfo& j) { return j.status == JobStatus::kFailed; }));
+  EXPECT_LE(std::chrono::abs(q.GetJob(parks->id)->scheduled_at - (t0 + kMaxJobRetryAfter)), 1ms);
   clock.Advance(30s);
   ASSERT_TRUE(WaitForJob(q, later->id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
-  EXPECT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(calls_.size(), 3u);
 }
 
 TEST_P(JobQueueTest, ATimeoutFiresTheStopTokenAndCountsAsAFailedAttempt) {

@@ -361,6 +361,13 @@ TEST_F(OctopdScenario, InvalidConfigExitsTwoNamingTheKey) {
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 2) << bad.output();
   EXPECT_NE(bad.output().find("61 * * * *"), std::string::npos) << bad.output();
+  // --check refuses what a start refuses, and a directory is not a config file.
+  Child check({OCTOPD_PATH, "--check", "--config", (dir_ / "bad.yaml").string()});
+  EXPECT_EQ(check.Wait(30s), 2) << check.output();
+  EXPECT_NE(check.output().find("61 * * * *"), std::string::npos) << check.output();
+  Child directory({OCTOPD_PATH, "--check", "--config", dir_.string()});
+  EXPECT_EQ(directory.Wait(30s), 2) << directory.output();
+  EXPECT_NE(directory.output().find("is a directory"), std::string::npos) << directory.output();
 
   std::ofstream(dir_ / "typo.yaml") << "plugins:\n  demo:\n    taks: []\n";
   Child typo({OCTOPD_PATH, "--config", (dir_ / "typo.yaml").string()});
