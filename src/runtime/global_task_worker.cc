@@ -395,7 +395,10 @@ void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {
 }
 
 void GlobalTaskWorker::Sweep() {
-  Result<std::vector<std::string>> swept = store_.SweepExpiredTaskRuns({});
+  // Recorded as a Backstage node records a lost run, so the task shows it failed rather than looking idle and
+  // clean (docs/scheduler.md, "Janitor").
+  Result<std::vector<std::string>> swept =
+      store_.SweepExpiredTaskRuns({.error_json = SerializeErrorMessage("Task timed out")});
   if (!swept.ok()) {
     context_.Log(LogLevel::kWarn, "Error while performing janitorial tasks, " + swept.status().ToString());
     return;

@@ -158,8 +158,12 @@ struct CancelTaskParams {
   std::optional<TimeSpec> next_run;  // absent: next_run_start_at unchanged
 };
 
-// The janitor: clears current_run_* of every run whose current_run_expires_at < now. Returns the ids.
-struct SweepExpiredTaskRunsParams {};
+// The janitor: clears current_run_* of every run whose current_run_expires_at < now. Returns the ids. With
+// error_json, each swept run is also recorded as ended now with that error (a lost run then reads as failed,
+// not as a clean idle task); without it the result columns are left alone.
+struct SweepExpiredTaskRunsParams {
+  std::optional<std::string> error_json;
+};
 
 struct ListTasksParams {
   std::optional<std::vector<std::string>> ids;  // all rows when absent

@@ -517,6 +517,24 @@ TEST_P(StoreConformance, JanitorSweepsOnlyExpiredRuns) {
   EXPECT_TRUE(swept->empty());
 }
 
+TEST_P(StoreConformance, JanitorRecordsTheLostRunWhenGivenAnError) {
+  AddTask("lost", DbNowPlus{});
+  AddTask("alive", DbNowPlus{});
+  ASSERT_TRUE(Claim("lost", "t1", seconds(10)).has_value());
+  ASSERT_TRUE(Claim("alive", "t2", hours(1)).has_value());
+  clock_.Advance(seconds(11));
+  const std::string error = R"({"name":"Error","message":"Task timed out"})";
+  auto swept = store_->SweepExpiredTaskRuns({.error_json = error});
+  OCTOP_ASSERT_OK(swept);
+  EXPECT_EQ(*swept, std::vector<std::string>{"lost"});
+  const TaskRow row = Row("lost");
+  EXPECT_EQ(row.current_run_ticket, std::nullopt);
+  EXPECT_EQ(row.last_run_error_json, error);
+  EXPECT_EQ(Show(row.last_run_ended_at), Show(t0() + seconds(11)));
+  EXPECT_EQ(Row("alive").last_run_error_json, std::nullopt);
+  EXPECT_EQ(Show(Row("alive").last_run_ended_at), "NULL");
+}
+
 TEST_P(StoreConformance, JanitorLeavesARunExpiringExactlyNow) {
   AddTask("a", DbNowPlus{});
   ASSERT_TRUE(Claim("a", "t", seconds(10)).has_value());

@@ -466,8 +466,11 @@ class PostgresStore final : public Store {
     return Status::Ok();
   }
 
-  Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams&) override {
-    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(sweep_, {NowParam()}));
+  Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) override {
+    if (params.error_json && !IsStorableText(*params.error_json)) {
+      return InvalidArgumentError("SweepExpiredTaskRuns: the error JSON is not valid UTF-8");
+    }
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(sweep_, {NowParam(), params.error_json}));
     std::vector<std::string> ids;
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.Text(i, 0));
     std::sort(ids.begin(), ids.end());

@@ -890,12 +890,17 @@ class SqliteStore final : public Store {
     });
   }
 
-  Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams&) override {
+  Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) override {
     return Guard([&](Connection& conn) -> Result<std::vector<std::string>> {
       const std::string now = Now(conn);
       std::vector<std::string> ids;
       Stmt row(conn, sql::kSweepExpiredTaskRuns);
       row.Bind(":now", now);
+      if (params.error_json) {
+        row.Bind(":error", *params.error_json);
+      } else {
+        row.BindNull(":error");
+      }
       while (row.Step()) ids.push_back(row.Text(0));
       std::sort(ids.begin(), ids.end());
       return ids;
