@@ -16,6 +16,27 @@
 #ifndef OCTOP_DEFAULT_WEB_ROOT
 #define OCTOP_DEFAULT_WEB_ROOT ""
 #endif
+// Set by the build to its octop-exec; an octop-exec beside the octopd binary (an installed layout) wins.
+#ifndef OCTOP_DEFAULT_EXEC_SHIM
+#define OCTOP_DEFAULT_EXEC_SHIM ""
+#endif
+
+namespace {
+
+// The octop-exec to run commands under (apps/octop-exec), or "" when there is none.
+std::string FindExecShim() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path sibling = self.parent_path() / "octop-exec";
+    if (std::filesystem::is_regular_file(sibling, ec)) return sibling.string();
+  }
+  const std::string built = OCTOP_DEFAULT_EXEC_SHIM;
+  if (!built.empty() && std::filesystem::is_regular_file(built, ec)) return built;
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"octopd: distributed task scheduler and job queue daemon"};
@@ -78,7 +99,12 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  octop::daemon::Daemon daemon(std::move(*config), web_root);
+  const std::string exec_shim = FindExecShim();
+  if (exec_shim.empty()) {
+    spdlog::warn(
+        "octopd: octop-exec not found beside octopd: a command's children may outlive a killed octopd");
+  }
+  octop::daemon::Daemon daemon(std::move(*config), web_root, exec_shim);
   if (octop::Status s = daemon.Start(); !s.ok()) {
     spdlog::error("octopd: cannot start: {}", s.message());
     return s.code() == octop::StatusCode::kInvalidArgument ? 2 : 1;

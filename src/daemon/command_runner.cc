@@ -2,12 +2,15 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +21,28 @@ namespace octop::daemon {
 namespace {
 
 constexpr std::size_t kTailBytes = 4096;
+// How long output is still read after the program itself has exited: a process it left behind (one that
+// called setsid, beyond the group's reach) may hold the pipes open forever.
+constexpr std::chrono::milliseconds kDrainAfterExit{500};
+
+// Whether posix_spawnp would find `program` (PATH lookup as execvp does), for the same NotFound error with a
+// shim in front, which itself always starts.
+bool ProgramExists(const std::string& program) {
+  auto executable = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) return executable(program);
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const auto colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (executable((dir.empty() ? "." : dir) + "/" + program)) return true;
+    if (colon == std::string_view::npos) return false;
+    dirs.remove_prefix(colon + 1);
+  }
+}
 constexpr std::size_t kMaxLine = 64 * 1024;
 
 class Fd {
@@ -161,6 +186,18 @@ Result<CommandOutcome> RunCommand(const CommandSpec& spec, std::stop_token stop,
   for (std::string& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  std::string parent_pid;
+  if (spec.exec_shim) {
+    if (!ProgramExists(spec.argv[0])) {
+      posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attr);
+      std::string where = spec.working_dir ? " in '" + *spec.working_dir + "'" : "";
+      return NotFoundError("cannot run '" + spec.argv[0] + "'" + where + ": " + std::strerror(ENOENT));
+    }
+    parent_pid = std::to_string(::getpid());
+    argv.insert(argv.begin(),
+                {const_cast<char*>(spec.exec_shim->c_str()), parent_pid.data(), const_cast<char*>("--")});
+  }
   pid_t pid = 0;
   const int spawn_error = ::posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -172,6 +209,9 @@ Result<CommandOutcome> RunCommand(const CommandSpec& spec, std::stop_token stop,
   out_w.Reset();
   err_w.Reset();
   in_r.Reset();
+  // Readable once the program (or the shim) has exited, whatever still holds its pipes.
+  Fd exited(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  std::optional<std::chrono::steady_clock::time_point> drain_until;
 
   // A stop request writes to the wake pipe, so the poll loop reacts at once.
   std::stop_callback on_stop(stop, [fd = wake_w.get()] {
@@ -202,21 +242,27 @@ Result<CommandOutcome> RunCommand(const CommandSpec& spec, std::stop_token stop,
     if (out_r.get() >= 0) fds.push_back({out_r.get(), POLLIN, 0});
     if (err_r.get() >= 0) fds.push_back({err_r.get(), POLLIN, 0});
     if (in_w.get() >= 0) fds.push_back({in_w.get(), POLLOUT, 0});
+    if (exited.get() >= 0 && !drain_until) fds.push_back({exited.get(), POLLIN, 0});
     int timeout_ms = -1;
-    if (kill_at && !killed) {
+    for (const auto& deadline : {kill_at && !killed ? kill_at : std::nullopt, drain_until}) {
+      if (!deadline) continue;
       auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - std::chrono::steady_clock::now());
-      timeout_ms = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      const int ms = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
     }
     int n = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout_ms);
     if (n < 0 && errno != EINTR) break;
+    if (drain_until && std::chrono::steady_clock::now() >= *drain_until) break;
     if (kill_at && !killed && std::chrono::steady_clock::now() >= *kill_at) {
       ::kill(-pid, SIGKILL);
       killed = true;
     }
     for (const pollfd& p : fds) {
       if (p.revents == 0) continue;
-      if (p.fd == wake_r.get()) {
+      if (p.fd == exited.get()) {
+        drain_until = std::chrono::steady_clock::now() + kDrainAfterExit;
+      } else if (p.fd == wake_r.get()) {
         while (::read(wake_r.get(), buffer.data(), buffer.size()) > 0) {
         }
         request_stop();
@@ -240,6 +286,8 @@ Result<CommandOutcome> RunCommand(const CommandSpec& spec, std::stop_token stop,
     }
   }
   in_w.Reset();
+  out_r.Reset();
+  err_r.Reset();
   out_lines.Finish();
   err_lines.Finish();
 

@@ -5,7 +5,9 @@
 // data on stdin (a job's payload), and its stdout/stderr are handed to a sink line by line (octopd logs
 // them). When `stop` is requested (timeout, cancel, shutdown) the whole process group gets SIGTERM, then
 // SIGKILL after the grace period, so a shell's children die with it. The call returns only after the process
-// has been reaped: no zombies, no orphans left running.
+// has been reaped: no zombies, no orphans left running. Output is read until the program has exited and then
+// for at most half a second more, so a descendant that escaped the group and holds the pipes cannot keep the
+// run going.
 //
 // Thread-safety: RunCommand may be called from many threads at once (posix_spawn, no global state). The sink
 // is called on the calling thread.
@@ -31,6 +33,9 @@ struct CommandSpec {
   std::optional<std::string> working_dir;
   std::optional<std::string> stdin_data;  // written to stdin, which is then closed; /dev/null when absent
   std::chrono::milliseconds kill_grace{5000};
+  // The octop-exec binary, put in front of the program when set: it ends every process of the run when the
+  // program ends or this process dies, even by SIGKILL (apps/octop-exec/main.cc).
+  std::optional<std::string> exec_shim;
 };
 
 struct CommandOutcome {

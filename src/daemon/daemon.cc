@@ -16,13 +16,19 @@ namespace octop::daemon {
 
 namespace {
 
-TaskFunction CommandFunction(const CommandAction& action, std::string plugin_id, std::string task_id) {
-  return [action, plugin_id, task_id](std::stop_token stop) {
+std::optional<std::string> ShimOrNone(const std::string& exec_shim) {
+  return exec_shim.empty() ? std::nullopt : std::optional<std::string>(exec_shim);
+}
+
+TaskFunction CommandFunction(const CommandAction& action, std::string plugin_id, std::string task_id,
+                             std::string exec_shim) {
+  return [action, plugin_id, task_id, exec_shim](std::stop_token stop) {
     CommandSpec spec{.argv = action.argv,
                      .env = action.env,
                      .working_dir = action.working_dir,
                      .stdin_data = std::nullopt,
-                     .kill_grace = action.kill_grace};
+                     .kill_grace = action.kill_grace,
+                     .exec_shim = ShimOrNone(exec_shim)};
     spec.env["OCTOP_PLUGIN_ID"] = plugin_id;
     spec.env["OCTOP_TASK_ID"] = task_id;
     const std::string prefix = plugin_id + "/" + task_id;
@@ -72,13 +78,14 @@ TaskFunction WebhookFunction(const WebhookAction& action, std::string plugin_id,
 // EX_TEMPFAIL (sysexits.h): "try again later".
 constexpr int kExitTempFail = 75;
 
-JobHandler CommandJobHandler(const CommandAction& action, std::string kind) {
-  return [action, kind](const JobContext& job) -> JobResult {
+JobHandler CommandJobHandler(const CommandAction& action, std::string kind, std::string exec_shim) {
+  return [action, kind, exec_shim](const JobContext& job) -> JobResult {
     CommandSpec spec{.argv = action.argv,
                      .env = action.env,
                      .working_dir = action.working_dir,
                      .stdin_data = job.payload,
-                     .kill_grace = action.kill_grace};
+                     .kill_grace = action.kill_grace,
+                     .exec_shim = ShimOrNone(exec_shim)};
     spec.env["OCTOP_JOB_ID"] = job.id;
     spec.env["OCTOP_JOB_KIND"] = job.kind;
     spec.env["OCTOP_JOB_QUEUE"] = job.queue;
@@ -160,22 +167,23 @@ JobHandler WebhookJobHandler(const WebhookAction& action, std::string kind) {
 
 }  // namespace
 
-JobHandler MakeJobHandler(const ActionConfig& action, std::string kind) {
+JobHandler MakeJobHandler(const ActionConfig& action, std::string kind, const std::string& exec_shim) {
   if (const auto* command = std::get_if<CommandAction>(&action)) {
-    return CommandJobHandler(*command, std::move(kind));
+    return CommandJobHandler(*command, std::move(kind), exec_shim);
   }
   return WebhookJobHandler(std::get<WebhookAction>(action), std::move(kind));
 }
 
-TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id) {
+TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id,
+                              const std::string& exec_shim) {
   if (const auto* command = std::get_if<CommandAction>(&action)) {
-    return CommandFunction(*command, std::move(plugin_id), std::move(task_id));
+    return CommandFunction(*command, std::move(plugin_id), std::move(task_id), exec_shim);
   }
   return WebhookFunction(std::get<WebhookAction>(action), std::move(plugin_id), std::move(task_id));
 }
 
-Daemon::Daemon(DaemonConfig config, std::string web_root)
-    : config_(std::move(config)), web_root_(std::move(web_root)) {}
+Daemon::Daemon(DaemonConfig config, std::string web_root, std::string exec_shim)
+    : config_(std::move(config)), web_root_(std::move(web_root)), exec_shim_(std::move(exec_shim)) {}
 
 Daemon::~Daemon() { Stop(); }
 
@@ -188,9 +196,11 @@ Status Daemon::Start() {
   for (const PluginConfig& plugin : config_.plugins) {
     PluginScheduler& p = scheduler_->ForPlugin(plugin.id);
     for (const TaskConfig& task : plugin.tasks) {
-      TaskDefinition def = TaskDefinition::Of(
-          ToScheduleDefinition(task.schedule),
-          {.id = task.id, .fn = MakeTaskFunction(task.action, plugin.id, task.id), .signal = std::nullopt});
+      TaskDefinition def =
+          TaskDefinition::Of(ToScheduleDefinition(task.schedule),
+                             {.id = task.id,
+                              .fn = MakeTaskFunction(task.action, plugin.id, task.id, exec_shim_),
+                              .signal = std::nullopt});
       if (Status s = p.ScheduleTask(std::move(def)); !s.ok()) {
         Stop();
         return Status(s.code(), "plugins." + plugin.id + " task '" + task.id + "': " + s.message());
@@ -214,7 +224,7 @@ Status Daemon::Start() {
     JobHandlerOptions handler_options;
     if (h.timeout)
       handler_options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(h.timeout->ToChrono());
-    Status s = jobs_->RegisterHandler(h.kind, MakeJobHandler(h.action, h.kind), handler_options);
+    Status s = jobs_->RegisterHandler(h.kind, MakeJobHandler(h.action, h.kind, exec_shim_), handler_options);
     if (s.ok()) s = jobs_->AddWorkers(h.queue, h.concurrency);
     if (!s.ok()) {
       Stop();

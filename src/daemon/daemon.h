@@ -29,7 +29,9 @@ namespace octop::daemon {
 // The task function that runs `action` for task `task_id` of plugin `plugin_id`. A command gets
 // OCTOP_PLUGIN_ID and OCTOP_TASK_ID in its environment; a webhook gets a JSON body {"pluginId","taskId"}. A
 // non-zero exit, a non-2xx answer or no answer is a failed run whose error says why.
-TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id);
+// `exec_shim`: the octop-exec binary put in front of every command (none when empty; see CommandSpec).
+TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id, std::string task_id,
+                              const std::string& exec_shim = "");
 
 // The job handler that runs `action` for jobs of `kind`.
 //   command: the payload JSON on stdin; OCTOP_JOB_ID, OCTOP_JOB_KIND, OCTOP_JOB_QUEUE, OCTOP_JOB_ATTEMPT and
@@ -39,7 +41,7 @@ TaskFunction MakeTaskFunction(const ActionConfig& action, std::string plugin_id,
 //   webhook: the payload JSON as the body (headers X-Octop-Job-Id/-Kind/-Attempt added). 2xx = Done; 429 or
 //            503 = Retry, after Retry-After (seconds or an HTTP date) when given; anything else or no
 //            answer = Fail.
-JobHandler MakeJobHandler(const ActionConfig& action, std::string kind);
+JobHandler MakeJobHandler(const ActionConfig& action, std::string kind, const std::string& exec_shim = "");
 
 // A Retry-After value at `now`: delta-seconds or an IMF-fixdate ("Wed, 21 Oct 2026 07:28:00 GMT"), clamped to
 // 0..kMaxJobRetryAfter whatever its size or year; nullopt when unreadable.
@@ -48,7 +50,9 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(const std::string& valu
 class Daemon {
  public:
   // `web_root`: a directory of static files (the dashboard) served at /; empty serves none.
-  explicit Daemon(DaemonConfig config, std::string web_root = "");
+  // `exec_shim`: the octop-exec binary that every command runs under (CommandSpec::exec_shim); none when
+  // empty.
+  explicit Daemon(DaemonConfig config, std::string web_root = "", std::string exec_shim = "");
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -63,6 +67,7 @@ class Daemon {
  private:
   DaemonConfig config_;
   std::string web_root_;
+  std::string exec_shim_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobQueue> jobs_;
   std::unique_ptr<http::ApiServer> server_;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -131,6 +132,83 @@ TEST(RunCommand, AlreadyStoppedNeverRunsToCompletion) {
   auto r = RunCommand({.argv = {"sleep", "30"}, .kill_grace = 100ms}, stop.get_token(), nullptr);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->stopped);
+}
+
+// ---- What a run leaves behind (docs/reliability.md, "No run outlives its node")
+// ------------------------------
+
+// Alive and not a zombie.
+bool Running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+bool GoneWithin(pid_t pid, std::chrono::milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (Running(pid)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// A descendant that leaves the process group (setsid) and keeps stdout open once held the run open forever.
+TEST(RunCommand, ADescendantHoldingStdoutDoesNotKeepTheRunGoing) {
+  for (const bool shim : {false, true}) {
+    Captured c;
+    auto future = std::async(std::launch::async, [&] {
+      CommandSpec spec{.argv = {"sh", "-c", "setsid sleep 300 & echo $!; exit 3"}};
+      if (shim) spec.exec_shim = OCTOP_EXEC_SHIM;
+      return RunCommand(spec, std::stop_token(), c.Sink());
+    });
+    ASSERT_EQ(future.wait_for(20s), std::future_status::ready) << "shim " << shim;
+    auto r = future.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->exit_code, 3) << r->Describe();
+    ASSERT_EQ(c.out.size(), 1u);
+    const pid_t escaped = static_cast<pid_t>(std::stol(c.out[0]));
+    if (shim) {
+      // The shim is the subreaper of everything the run started: the escaped process ends with the run.
+      EXPECT_TRUE(GoneWithin(escaped, 5s)) << "pid " << escaped;
+    } else {
+      ::kill(escaped, SIGKILL);
+    }
+  }
+}
+
+TEST(RunCommand, TheShimKeepsExitCodesSignalsStopsAndErrors) {
+  const auto run = [](std::vector<std::string> argv, std::stop_token stop = {}) {
+    Captured c;
+    return RunCommand({.argv = std::move(argv), .kill_grace = 200ms, .exec_shim = OCTOP_EXEC_SHIM}, stop,
+                      c.Sink());
+  };
+  auto exited = run({"sh", "-c", "echo out; exit 7"});
+  ASSERT_TRUE(exited.ok());
+  EXPECT_EQ(exited->exit_code, 7);
+  auto signalled = run({"sh", "-c", "kill -TERM $$"});
+  ASSERT_TRUE(signalled.ok());
+  EXPECT_EQ(signalled->term_signal, SIGTERM) << signalled->Describe();
+  auto missing = run({"no-such-program-octop"});
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+
+  // A stop reaches the program through the group; a background child of it ends with the run.
+  std::stop_source stop;
+  Captured c;
+  auto future = std::async(std::launch::async, [&] {
+    return RunCommand({.argv = {"sh", "-c", "sleep 300 & echo $!; wait"}, .exec_shim = OCTOP_EXEC_SHIM},
+                      stop.get_token(), c.Sink());
+  });
+  ASSERT_TRUE(c.WaitForStdout());
+  const pid_t child = static_cast<pid_t>(std::stol(c.out[0]));
+  stop.request_stop();
+  ASSERT_EQ(future.wait_for(20s), std::future_status::ready);
+  auto r = future.get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped);
+  EXPECT_TRUE(GoneWithin(child, 5s));
 }
 
 }  // namespace

@@ -29,6 +29,15 @@ using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
+// Alive and not a zombie.
+bool ProcessRunning(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
 bool WaitForFile(const fs::path& path, std::chrono::milliseconds timeout = 20s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -339,6 +348,43 @@ TEST_F(OctopdScenario, BearerTokenGuardsPostsOnly) {
   EXPECT_EQ(Client().Post(TasksPath() + "/manual-marker/trigger", right, "", "text/plain")->status, 200);
   EXPECT_TRUE(WaitForFile(dir_ / "marker"));
   EXPECT_EQ(Client().Get(TasksPath())->status, 200);
+}
+
+// kill -9 of octopd in the middle of a run: the command, and the process it forked, end with it (octop-exec
+// holds a parent-death signal), so no other node's next run can overlap them (docs/reliability.md, "No run
+// outlives its node").
+TEST_F(OctopdScenario, KillNineOfOctopdEndsEveryProcessOfTheRun) {
+  const std::string pids = (dir_ / "pids").string();
+  ASSERT_GT(Start("",
+                  "      - id: forks\n"
+                  "        schedule: { frequency: { trigger: manual }, timeout: 5m }\n"
+                  "        command: [sh, -c, 'sleep 300 & echo $! $$ > " +
+                      pids + ".tmp; mv " + pids + ".tmp " + pids + "; sleep 300']\n"),
+            0);
+  ASSERT_EQ(Client().Post(TasksPath() + "/forks/trigger")->status, 200);
+  ASSERT_TRUE(WaitForFile(pids)) << daemon_->output();
+  pid_t background = 0, shell = 0;
+  std::ifstream(pids) >> background >> shell;
+  ASSERT_GT(background, 0);
+  ASSERT_GT(shell, 0);
+  ASSERT_TRUE(ProcessRunning(background) && ProcessRunning(shell));
+  const auto killed_at = std::chrono::steady_clock::now();
+  daemon_->Signal(SIGKILL);
+  ASSERT_TRUE(daemon_->Wait(30s).has_value());
+  const auto deadline = killed_at + 5s;
+  while ((ProcessRunning(background) || ProcessRunning(shell)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(ProcessRunning(background)) << "the command's background child outlived octopd";
+  EXPECT_FALSE(ProcessRunning(shell)) << "the command outlived octopd";
+  std::printf("run processes gone %lld ms after kill -9 of octopd\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - killed_at)
+                                         .count()));
+  for (pid_t pid : {background, shell}) {
+    if (ProcessRunning(pid)) ::kill(pid, SIGKILL);
+  }
 }
 
 TEST_F(OctopdScenario, SigtermDrainsARunningCommandAndExitsZero) {
