@@ -375,10 +375,16 @@ PendingCompletion JobQueueWorker::Complete(const Run& run, JobResult result, boo
       if (kind == JobResult::Kind::kRetry) kind = JobResult::Kind::kFail;
       error = "Job timed out after " + Millis(run.timeout) + (error.empty() ? "" : ": " + error);
     } else if (interrupted) {
-      // Not the job's fault: due again at once (on another node, or here after the restart).
-      result = JobResult::Retry(std::chrono::milliseconds(0), "Interrupted by shutdown");
-      kind = JobResult::Kind::kRetry;
-      error = result.error();
+      // Not the job's fault: handed back as a prefetched job is, so the attempt does not count and a deploy
+      // can never freeze a job; due again at once, on another node or here after the restart
+      // (docs/jobs.md, "Shutdown").
+      out.completion.outcome = store::JobOutcome::kRelease;
+      out.completion.error = "Interrupted by shutdown";
+      out.result = "released";
+      context_.Log(LogLevel::kInfo, "Job " + row.id + " (" + row.kind + ") attempt " +
+                                        std::to_string(row.attempt) +
+                                        " was interrupted by shutdown; handed back to the queue");
+      return out;
     }
   }
   const bool last_attempt = row.attempt > row.max_retries;

@@ -508,15 +508,24 @@ TEST_P(JobQueueTest, ShutdownStopsJobsThatOutliveTheGraceAndRequeuesThem) {
                }).ok());
   ASSERT_TRUE(q.AddWorkers("default", 1).ok());
   ASSERT_TRUE(q.Start().ok());
-  auto id = q.Enqueue(Spec("stubborn"));
+  // No retries left after this attempt: a shutdown must still not freeze it (a deploy is not its fault).
+  JobSpec spec = Spec("stubborn");
+  spec.max_retries = 0;
+  auto id = q.Enqueue(spec);
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(calls_.WaitFor(1));
   q.Shutdown();
   store::Store& direct = Direct(Clock::Real());
   auto row = direct.GetJob(id->id);
   ASSERT_TRUE(row.ok());
-  EXPECT_EQ(row->status, store::JobStatus::kFailed);  // due again at once, for the next node
+  // Handed back: pending, the attempt not counted, due again at once for the next node.
+  EXPECT_EQ(row->status, store::JobStatus::kPending);
+  EXPECT_EQ(row->attempt, 0);
+  EXPECT_EQ(row->attempt_token, std::nullopt);
   EXPECT_EQ(row->last_error, "Interrupted by shutdown");
+  auto due = direct.DatabaseNow();
+  ASSERT_TRUE(due.ok());
+  EXPECT_LE(row->scheduled_at, *due);
 }
 
 // ---- Prefetch (JobQueueOptions::prefetch): jobs claimed beyond the free slots and held on this node.
@@ -643,7 +652,8 @@ TEST_P(JobPrefetchTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
     auto row = direct.GetJob(id);
     ASSERT_TRUE(row.ok());
     if (id == h.ran) {
-      EXPECT_EQ(row->status, store::JobStatus::kFailed);
+      EXPECT_EQ(row->status, store::JobStatus::kPending);
+      EXPECT_EQ(row->attempt, 0);
       EXPECT_EQ(row->last_error, "Interrupted by shutdown");
     } else {
       EXPECT_EQ(row->status, store::JobStatus::kPending) << id;
