@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "../scenarios/child_process.h"
+
 namespace octop::daemon {
 namespace {
 
@@ -137,18 +139,9 @@ TEST(RunCommand, AlreadyStoppedNeverRunsToCompletion) {
 // ---- What a run leaves behind (docs/reliability.md, "No run outlives its node")
 // ------------------------------
 
-// Alive and not a zombie.
-bool Running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
-
 bool GoneWithin(pid_t pid, std::chrono::milliseconds deadline) {
   const auto until = std::chrono::steady_clock::now() + deadline;
-  while (Running(pid)) {
+  while (scenario::ProcessRunning(pid)) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(10ms);
   }

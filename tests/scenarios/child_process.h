@@ -5,6 +5,7 @@
 #define OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
 
 #include <chrono>
+#include <fstream>
 #include <optional>
 #include <regex>
 #include <string>
@@ -106,7 +107,14 @@ class Child {
   std::string output_;
 };
 
-// Re-checks `condition` until it holds or the deadline passes.
+// Whether process `pid` is alive and not a zombie (a killed process not yet reaped counts as gone).
+inline bool ProcessRunning(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
 
 }  // namespace octop::scenario
 

@@ -24,19 +24,11 @@
 namespace {
 
 using octop::scenario::Child;
+using octop::scenario::ProcessRunning;
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-// Alive and not a zombie.
-bool ProcessRunning(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
 
 bool WaitForFile(const fs::path& path, std::chrono::milliseconds timeout = 20s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
