@@ -898,15 +898,24 @@ Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz) const
   if (after_ms > kLimitMs - int64_t{10} * 366 * kMsPerDay || after_ms < -kLimitMs) {
     return InvalidArgumentError("Instant out of range for cron expression " + Quote(text_));
   }
-  try {
-    Search search(*fields_, *zone);
-    const int64_t next_ms = search.NextFrom(after_ms);
-    return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(next_ms)));
-  } catch (const SearchFailure& failure) {
-    const std::string where = " for cron expression " + Quote(text_) + (tz.empty() ? "" : " in " + Quote(tz));
-    if (failure.horizon) return NotFoundError(failure.reason + where);
-    return InternalError("Cron search failed" + where + ": " + failure.reason);
+  const std::string where = " for cron expression " + Quote(text_) + (tz.empty() ? "" : " in " + Quote(tz));
+  // The package's algorithm can answer a time before `after` (in a fall-back's repeated hour, e.g.
+  // Antarctica/Troll's two-hour one). A scheduler must never go back: such an answer is searched again from a
+  // little later, doubling the step, and the first occurrence after `after` is the answer (docs/cron.md,
+  // "Where octop differs from the npm package: it never goes back").
+  for (int64_t step_ms = 0; step_ms <= kMsPerDay; step_ms = step_ms == 0 ? 1000 : step_ms * 2) {
+    try {
+      Search search(*fields_, *zone);
+      const int64_t next_ms = search.NextFrom(after_ms + step_ms);
+      if (next_ms > after_ms) {
+        return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(next_ms)));
+      }
+    } catch (const SearchFailure& failure) {
+      if (failure.horizon) return NotFoundError(failure.reason + where);
+      return InternalError("Cron search failed" + where + ": " + failure.reason);
+    }
   }
+  return InternalError("Cron search failed" + where + ": no occurrence after the instant within a day of it");
 }
 
 bool IsKnownTimeZone(std::string_view tz) { return tz.empty() || FindZone(tz) != nullptr; }

@@ -460,5 +460,31 @@ TEST(CronNextTest, AlwaysStrictlyAfterOnRandomInputs) {
   EXPECT_LT(endless, 10);
 }
 
+// Where the npm package goes back in time or never answers, octop answers the first occurrence after the
+// instant: in Antarctica/Troll the last Sunday of October falls back two hours (+02 -> +00 at 01:00 UTC), and
+// for a daily job in the 00:xx hour the package answers a time before "now" (docs/cron.md).
+TEST(CronNeverGoesBack, AnswersTheFirstOccurrenceAfterTheInstantInTroll) {
+  auto cron = CronExpression::Parse("0 15 0 * * *");
+  ASSERT_TRUE(cron.ok());
+  // 2037-10-25 00:33:38+02: the package answers 00:15:00+02, 18 minutes back.
+  auto next = cron->Next(At("2037-10-24T22:33:38Z"), "Antarctica/Troll");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(Iso(*next), "2037-10-26T00:15:00.000Z");  // the next day's 00:15, now at +00
+  // Exactly at the fire time the package never answers: octop says so (Internal), it does not go back.
+  next = cron->Next(At("2037-10-24T22:15:00Z"), "Antarctica/Troll");
+  EXPECT_TRUE(!next.ok() || *next > At("2037-10-24T22:15:00Z")) << Iso(*next);
+  // Every day of that month, from every half hour: never back, never more than a day and a bit ahead.
+  for (int day = 1; day <= 31; ++day) {
+    for (int half_hour = 0; half_hour < 48; ++half_hour) {
+      const WallTime after = At("2037-10-01T00:00:00Z") + std::chrono::hours(24 * (day - 1)) +
+                             std::chrono::minutes(30 * half_hour);
+      auto at = cron->Next(after, "Antarctica/Troll");
+      ASSERT_TRUE(at.ok()) << Iso(after) << ": " << at.status().ToString();
+      EXPECT_GT(*at, after) << Iso(after);
+      EXPECT_LE(*at - after, std::chrono::hours(27)) << Iso(after);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace octop
