@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
+#include <mutex>
 
 #include <httplib.h>
 #include <prometheus/registry.h>
@@ -99,6 +102,56 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view q) 
 bool IsLoopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
 }
+
+// httplib serves each connection on one thread from start to close, keep-alive waits and slow header reads
+// included; its default pool of 8 threads let 8 slow or idle clients stop the API, probes too. This queue
+// gives every connection a thread of its own, up to `max` at once (a connection beyond that waits for one to
+// end), so a crowd of slow clients costs idle threads instead of the service (docs/reliability.md, "Threat
+// model").
+class ConnectionThreads : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(std::size_t max) : state_(std::make_shared<State>()) { state_->max = max; }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(state_->mu);
+    if (state_->active >= state_->max) {
+      state_->waiting.push_back(std::move(fn));
+      return;
+    }
+    ++state_->active;
+    // The thread holds the state, not this queue: it may still be unlocking after shutdown() has returned.
+    std::thread([state = state_, first = std::move(fn)]() mutable {
+      std::function<void()> serve = std::move(first);
+      while (true) {
+        serve();
+        std::lock_guard held(state->mu);
+        if (state->waiting.empty()) {
+          --state->active;
+          state->idle.notify_all();
+          return;
+        }
+        serve = std::move(state->waiting.front());
+        state->waiting.pop_front();
+      }
+    }).detach();
+  }
+
+  // Called by httplib once its listen loop has ended: waits for every connection to close.
+  void shutdown() override {
+    std::unique_lock lock(state_->mu);
+    state_->idle.wait(lock, [&] { return state_->active == 0; });
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable idle;
+    std::deque<std::function<void()>> waiting;
+    std::size_t active = 0;
+    std::size_t max = 0;
+  };
+  std::shared_ptr<State> state_;
+};
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -303,6 +356,7 @@ void ApiServer::AddSchedulerRoutes() {
 Status ApiServer::Start() {
   httplib::Server& server = impl_->server;
   server.set_payload_max_length(options_.max_body_bytes);
+  server.new_task_queue = [max = options_.max_connections] { return new ConnectionThreads(max); };
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
   // No page may sniff a JSON answer into script or frame the dashboard (clickjacking).

@@ -66,6 +66,9 @@ struct ApiServerOptions {
   // name a reverse proxy forwards). Compared without the port, case-insensitively.
   std::vector<std::string> allowed_hosts;
   std::size_t max_body_bytes = 1 << 20;
+  // Connections served at once, each on a thread of its own (slow and idle keep-alive clients hold theirs);
+  // further connections wait until one closes.
+  std::size_t max_connections = 512;
   // Checked by /readyz (e.g. the database answers); OK when absent.
   std::function<Status()> readiness;
   // Serialized by /metrics, after the scheduler's own registry.

@@ -4,6 +4,7 @@
 // error in Backstage's shape with a 4xx status, no file outside the web root may be served, and the database
 // rows must be exactly as before. Also: bearer-token checks and the warning for a non-loopback bind without
 // one.
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -511,6 +512,48 @@ TEST_F(BadInputTest, EveryAnswerForbidsSniffingAndFraming) {
     EXPECT_NE(r.headers.find("X-Frame-Options: DENY"), std::string::npos) << target;
     EXPECT_NE(r.headers.find("frame-ancestors 'none'"), std::string::npos) << target;
   }
+}
+
+// Slow clients (a header a byte at a time, never finished) and idle keep-alive clients each hold a
+// connection; with httplib's fixed pool of 8 threads, 8 of them stopped every probe. 100 slow and 8 idle ones
+// here.
+TEST_F(BadInputTest, SlowAndIdleClientsDoNotStarveTheProbes) {
+  StartServer({});
+  auto connect_to = [&]() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    return fd;
+  };
+  std::vector<int> held;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = connect_to();
+    const std::string partial = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    EXPECT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), static_cast<ssize_t>(partial.size()));
+    held.push_back(fd);
+  }
+  for (int i = 0; i < 8; ++i) {  // a finished request on a connection left open (keep-alive)
+    const int fd = connect_to();
+    const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+    held.push_back(fd);
+  }
+  std::chrono::steady_clock::duration slowest{};
+  for (int i = 0; i < 15; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    RawResponse r = SendRaw(port(), Request("GET", "/healthz"));
+    const auto took = std::chrono::steady_clock::now() - start;
+    slowest = std::max(slowest, took);
+    EXPECT_EQ(r.status, 200) << "probe " << i;
+    // Starved, a probe waits for a held connection's 10 s read timeout; served, it takes milliseconds.
+    EXPECT_LT(took, std::chrono::seconds(2)) << "probe " << i;
+  }
+  std::printf("[ figures  ] 15 probes beside 100 slow and 8 idle connections: slowest %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count()));
+  for (int fd : held) ::close(fd);
 }
 
 }  // namespace
