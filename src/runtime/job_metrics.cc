@@ -47,24 +47,50 @@ const std::vector<double>& JobMetrics::LatencyBuckets() {
   return buckets;
 }
 
+const std::string& JobMetrics::LabelLocked(const std::string& name,
+                                           const std::set<std::string, std::less<>>& known,
+                                           std::set<std::string, std::less<>>& others) {
+  static const std::string kOther = "other";
+  if (known.contains(name)) return name;
+  if (auto it = others.find(name); it != others.end()) return *it;
+  if (others.size() >= kMaxOtherLabelValues) return kOther;
+  return *others.insert(name).first;
+}
+
+void JobMetrics::AddKnownQueue(const std::string& queue) {
+  std::lock_guard lock(mu_);
+  known_queues_.insert(queue);
+}
+
+void JobMetrics::AddKnownKind(const std::string& kind) {
+  std::lock_guard lock(mu_);
+  known_kinds_.insert(kind);
+}
+
 void JobMetrics::Enqueued(const std::string& queue, const std::string& kind) {
   std::lock_guard lock(mu_);
-  auto& c = enqueued_cache_[{queue, kind}];
-  if (c == nullptr) c = &enqueued_->Add({{"queue", queue}, {"kind", kind}});
+  const Key labels = LabelsLocked(queue, kind);
+  auto& c = enqueued_cache_[labels];
+  if (c == nullptr) c = &enqueued_->Add({{"queue", labels.first}, {"kind", labels.second}});
   c->Increment();
 }
 
 void JobMetrics::Completed(const std::string& queue, const std::string& kind, std::string_view result) {
   std::lock_guard lock(mu_);
-  auto& c = completed_cache_[{{queue, kind}, std::string(result)}];
-  if (c == nullptr) c = &completed_->Add({{"queue", queue}, {"kind", kind}, {"result", std::string(result)}});
+  const Key labels = LabelsLocked(queue, kind);
+  auto& c = completed_cache_[{labels, std::string(result)}];
+  if (c == nullptr) {
+    c = &completed_->Add({{"queue", labels.first}, {"kind", labels.second}, {"result", std::string(result)}});
+  }
   c->Increment();
 }
 
 void JobMetrics::Ran(const std::string& queue, const std::string& kind, double seconds) {
   std::lock_guard lock(mu_);
-  auto& h = duration_cache_[{queue, kind}];
-  if (h == nullptr) h = &duration_->Add({{"queue", queue}, {"kind", kind}}, DurationBuckets());
+  const Key labels = LabelsLocked(queue, kind);
+  auto& h = duration_cache_[labels];
+  if (h == nullptr)
+    h = &duration_->Add({{"queue", labels.first}, {"kind", labels.second}}, DurationBuckets());
   h->Observe(seconds);
 }
 

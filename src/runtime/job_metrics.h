@@ -10,7 +10,10 @@
 //   octop_jobs_deleted_total                       counter: finished jobs removed by the retention cleanup
 //
 // The per-label instruments are looked up once and cached, so the hot path costs one map lookup under a
-// mutex.
+// mutex. Queue and kind names come from whoever enqueues, so the label values are bounded: a queue or kind
+// this node works (AddKnownQueue, AddKnownKind) always has its own; of the others, the first
+// kMaxOtherLabelValues names each get one too, and any further name is counted as "other"
+// (docs/reliability.md, "Threat model").
 //
 // Ownership: shares the registry with whoever serializes it (octopd's /metrics). Thread-safety: all methods
 // may be called from any thread.
@@ -20,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -48,11 +52,22 @@ class JobMetrics {
   void RunningDelta(const std::string& queue, double delta);
   void Rescued(double count);
   void Deleted(double count);
+  void AddKnownQueue(const std::string& queue);
+  void AddKnownKind(const std::string& kind);
+
+  static constexpr std::size_t kMaxOtherLabelValues = 64;
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
  private:
   using Key = std::pair<std::string, std::string>;
+
+  // The label value for `name` (a queue or a kind), under mu_.
+  const std::string& LabelLocked(const std::string& name, const std::set<std::string, std::less<>>& known,
+                                 std::set<std::string, std::less<>>& others);
+  Key LabelsLocked(const std::string& queue, const std::string& kind) {
+    return {LabelLocked(queue, known_queues_, other_queues_), LabelLocked(kind, known_kinds_, other_kinds_)};
+  }
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* enqueued_;
@@ -69,6 +84,8 @@ class JobMetrics {
   std::map<Key, prometheus::Histogram*> duration_cache_;                         // guarded by mu_
   std::map<std::string, prometheus::Histogram*, std::less<>> latency_cache_;     // guarded by mu_
   std::map<std::string, prometheus::Gauge*, std::less<>> running_cache_;         // guarded by mu_
+  std::set<std::string, std::less<>> known_queues_, known_kinds_;                // guarded by mu_
+  std::set<std::string, std::less<>> other_queues_, other_kinds_;                // guarded by mu_
 };
 
 }  // namespace octop::runtime

@@ -413,6 +413,7 @@ Status JobQueue::RegisterHandler(std::string kind, JobHandler handler, JobHandle
   if (options.timeout.has_value() && options.timeout->count() <= 0) {
     return InvalidArgumentError("The timeout of job kind '" + kind + "' must be longer than zero");
   }
+  impl_->metrics->AddKnownKind(kind);
   impl_->context.handlers.Set(std::move(kind), std::move(handler), options);
   impl_->WakeAll();
   return Status::Ok();
@@ -428,6 +429,7 @@ Status JobQueue::AddWorkers(std::string queue, int concurrency) {
   }
   std::lock_guard lock(impl_->mu);
   if (impl_->shut_down) return FailedPreconditionError("The job queue is shut down");
+  impl_->metrics->AddKnownQueue(queue);
   auto it = impl_->workers.find(queue);
   if (it != impl_->workers.end()) {
     it->second->Grow(concurrency);

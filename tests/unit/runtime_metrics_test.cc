@@ -1,4 +1,5 @@
 // The run metrics of spec §10, read back through the Prometheus text format the HTTP layer serves.
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -9,6 +10,7 @@
 #include <octop/testing/fake_clock.h>
 
 #include "../integration/runtime_test_support.h"
+#include "runtime/job_metrics.h"
 #include "runtime/scheduler_metrics.h"
 
 namespace octop {
@@ -87,6 +89,40 @@ TEST(SchedulerMetricsTest, TheSchedulerExposesItsRegistryAndCountsLocalRuns) {
                    R"(backend_tasks_task_runs_count{plugin="p",result="completed",scope="local",taskId="loc"} 1)") !=
            std::string::npos;
   }));
+}
+
+// Job kinds and queues are chosen by whoever enqueues: 3,000 invented kinds once made 3,001 series.
+TEST(JobMetricsTest, InventedKindsAndQueuesFoldIntoOtherPastTheBound) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  runtime::JobMetrics metrics(registry);
+  metrics.AddKnownQueue("mail");
+  metrics.AddKnownKind("email");
+  for (int i = 0; i < 3000; ++i) {
+    metrics.Enqueued("q" + std::to_string(i), "k" + std::to_string(i));
+    metrics.Completed("mail", "k" + std::to_string(i), "failed");
+  }
+  metrics.Enqueued("mail", "email");  // a worked queue and kind keep their own series, whatever came before
+  metrics.Ran("mail", "email", 0.5);
+  std::size_t enqueued_series = 0, completed_series = 0;
+  double other_enqueued = 0;
+  bool email_seen = false;
+  for (const prometheus::MetricFamily& family : registry->Collect()) {
+    for (const prometheus::ClientMetric& m : family.metric) {
+      std::map<std::string, std::string> labels;
+      for (const auto& l : m.label) labels[l.name] = l.value;
+      if (family.name == "octop_jobs_enqueued_total") {
+        ++enqueued_series;
+        if (labels["kind"] == "other" && labels["queue"] == "other") other_enqueued = m.counter.value;
+        email_seen = email_seen || (labels["kind"] == "email" && labels["queue"] == "mail");
+      }
+      if (family.name == "octop_jobs_completed_total") ++completed_series;
+    }
+  }
+  const std::size_t bound = runtime::JobMetrics::kMaxOtherLabelValues;
+  EXPECT_EQ(enqueued_series, bound + 2);  // 64 named, "other", and mail/email
+  EXPECT_EQ(other_enqueued, 3000.0 - static_cast<double>(bound));
+  EXPECT_TRUE(email_seen);
+  EXPECT_EQ(completed_series, bound + 1);  // the kinds share the one bound
 }
 
 }  // namespace
