@@ -7,9 +7,12 @@
 #include <filesystem>
 #include <mutex>
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
 
 #include "http/task_json.h"
 
@@ -152,6 +155,31 @@ class ConnectionThreads : public httplib::TaskQueue {
   };
   std::shared_ptr<State> state_;
 };
+
+// cpp-httplib 0.11 listens with a backlog of 5 (a compile-time constant of the packaged library), so a burst
+// of connections overflows it and the clients wait for SYN retransmits (1 s, 3 s, ...). listen() may be
+// called again on a listening socket to change its backlog: find ours among this process's descriptors.
+void WidenListenBacklog(int port) {
+  DIR* fds = ::opendir("/proc/self/fd");
+  if (fds == nullptr) return;
+  while (const dirent* entry = ::readdir(fds)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+      continue;
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof addr;
+    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0) continue;
+    const int bound = addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port)
+                      : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                                   : -1;
+    if (bound == port) ::listen(static_cast<int>(fd), SOMAXCONN);
+  }
+  ::closedir(fds);
+}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -465,6 +493,21 @@ Status ApiServer::Start() {
                             .content_encoding = encoding,
                             .has_body = has_body},
                            options_.allowed_hosts);
+    // Request smuggling shapes (two lengths, or a length beside chunking) and a target the router would
+    // refuse (a NUL, a malformed escape) are refused here, for the static files too.
+    Status framing = Status::Ok();
+    if (req.get_header_value_count("Content-Length") > 1 ||
+        (req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) ||
+        req.get_header_value_count("Transfer-Encoding") > 1) {
+      framing = InvalidArgumentError("Conflicting Content-Length and Transfer-Encoding headers");
+    } else if (!SplitPath(req.target)) {
+      framing = InvalidArgumentError("Malformed URL encoding in '" + req.target + "'");
+    }
+    if (!framing.ok()) {
+      res.set_header("Connection", "close");
+      send_error(res, framing, req.method, req.target);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!safe.ok()) {
       // The body, if any, is left unread: the connection cannot carry another request.
       res.set_header("Connection", "close");
@@ -514,6 +557,7 @@ Status ApiServer::Start() {
   if (port_ <= 0) {
     return UnavailableError("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
   }
+  WidenListenBacklog(port_);
   // bind_to_port already listens, so connections queue in the backlog until the thread accepts them.
   thread_ = std::thread([&server, impl = impl_.get()] {
     server.listen_after_bind();

@@ -556,5 +556,26 @@ TEST_F(BadInputTest, SlowAndIdleClientsDoNotStarveTheProbes) {
   for (int fd : held) ::close(fd);
 }
 
+TEST_F(BadInputTest, SmugglingShapesAndNulTargetsAreRefused) {
+  StartServer({});
+  const std::string job = R"({"kind":"k"})";
+  const std::string head =
+      "POST /api/octop/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\n";
+  for (const std::string& framing :
+       std::vector<std::string>{"Content-Length: 12\r\nContent-Length: 40\r\n",
+                                "Content-Length: 12\r\nTransfer-Encoding: chunked\r\n",
+                                "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n"}) {
+    RawResponse r = SendRaw(port(), head + framing + "\r\n" + job);
+    EXPECT_EQ(r.status, 400) << framing;
+    ExpectJsonError(r, framing);
+  }
+  ExpectNothingWritten();
+  // A NUL in a static file's name: refused, never served as index.html.
+  RawResponse nul = SendRaw(port(), Request("GET", "/index.html%00.js"));
+  EXPECT_EQ(nul.status, 400);
+  EXPECT_EQ(nul.body.find("dashboard"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace octop::http
