@@ -43,7 +43,7 @@ if has tsan; then
   echo "run-tests: TSan build"
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --preset tsan
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" ctest --preset tsan
 fi
 
 if has fuzz; then
