@@ -220,9 +220,15 @@ TEST_P(JobQueueTest, ATimeoutFiresTheStopTokenAndCountsAsAFailedAttempt) {
   ASSERT_TRUE(calls_.WaitFor(1));
   clock.Advance(9s);
   EXPECT_FALSE(flag_.load());
-  // The producer fires the stop at the deadline; advance in steps until it has (it may not be asleep yet).
+  // The producer fires the stop at the deadline: advance to it in steps (the producer may not be asleep yet),
+  // then wait without moving the clock further. Advancing past it while a slow (TSan) handler thread wakes
+  // let the rescuer take the job back as lost before its completion landed ("worker lost").
+  auto advanced = 0ms;
   ASSERT_TRUE(Eventually([&] {
-    clock.Advance(1s);
+    if (advanced < 1s) {
+      clock.Advance(100ms);
+      advanced += 100ms;
+    }
     return flag_.load();
   }));
   ASSERT_TRUE(WaitForJob(q, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFailed; }));
