@@ -477,7 +477,9 @@ BEGIN
   IF OLD.current_run_ticket IS DISTINCT FROM NEW.current_run_ticket THEN
     INSERT INTO public.chaos_task_audit (task, old_ticket, new_ticket, new_expires, ended_changed)
     VALUES (NEW.id, OLD.current_run_ticket, NEW.current_run_ticket, NEW.current_run_expires_at,
-            OLD.last_run_ended_at IS DISTINCT FROM NEW.last_run_ended_at);
+            -- a release writes the end; so does the janitor, with its own error, and that is a sweep
+            OLD.last_run_ended_at IS DISTINCT FROM NEW.last_run_ended_at AND
+            NEW.last_run_error_json IS DISTINCT FROM '{"name":"Error","message":"Task timed out"}');
   END IF;
   RETURN NEW;
 END $$;

@@ -222,6 +222,7 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
     double expires = kInfinity;
     bool ended = false;
     std::optional<double> ended_by_claimer_at;
+    std::optional<double> rescued_at;  // ended by another node's rescuer, after its expiry
   };
   std::map<std::pair<std::string, std::string>, Attempt> attempts;
   for (const JobAudit& a : audit) {
@@ -232,7 +233,8 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
                                                 .claimed_at = a.at,
                                                 .expires = a.new_expires.value_or(kInfinity),
                                                 .ended = false,
-                                                .ended_by_claimer_at = std::nullopt};
+                                                .ended_by_claimer_at = std::nullopt,
+                                                .rescued_at = std::nullopt};
     }
     if (a.old_status != "running" || a.new_status == "running") continue;
     if (!a.old_token) {
@@ -254,6 +256,7 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
     }
     if (a.new_error.find("worker lost") != std::string::npos && a.at + kEpsilon >= at.expires) {
       ++report.jobs_rescued;
+      at.rescued_at = a.at;
     } else {
       report.violations.push_back("job " + a.job + ": attempt " + *a.old_token + " of " + at.claimer +
                                   " ended " + a.new_status + " by " + a.app +
@@ -262,7 +265,9 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
   }
   // The run of an attempt number is that of its latest claim (an earlier one of the same number was released
   // before it ran). A run without a start row started at that claim; one without an end row ended at the
-  // latest when its claimer completed the attempt.
+  // latest when its claimer completed the attempt, or, when its node was killed, at the rescue: octop-exec
+  // ends a killed node's commands (docs/reliability.md, "No run outlives its node"), and a command that
+  // survived would have written its end row, which then counts instead.
   std::map<std::pair<std::string, int>, const Attempt*> latest;
   for (const auto& [key, at] : attempts) {
     const Attempt*& slot = latest[{at.job, at.number}];
@@ -278,8 +283,9 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
   auto end_of = [&latest](const Run& r) {
     if (r.end) return *r.end;
     auto it = latest.find({r.key, r.attempt});
-    return it == latest.end() || !it->second->ended_by_claimer_at ? kInfinity
-                                                                  : *it->second->ended_by_claimer_at;
+    if (it == latest.end()) return kInfinity;
+    if (it->second->ended_by_claimer_at) return *it->second->ended_by_claimer_at;
+    return it->second->rescued_at.value_or(kInfinity);
   };
 
   for (const auto& [key, list] : ByKey(runs, "job")) {

@@ -212,6 +212,29 @@ TEST(ChaosJobChecks, JobsOfOneClaimShareItsTokenAndAReleasedAttemptIsClaimedAgai
   EXPECT_EQ(r.jobs_success, 2);
 }
 
+// A killed node's command dies with it (octop-exec), so its run has no end row: it counts as ended by the
+// rescue after its expiry, and a later attempt may start after that, not before.
+TEST(ChaosJobChecks, AKilledNodesRunWithoutAnEndRowEndsAtTheRescue) {
+  chaos::Run killed = JobRun("j1", 1, 1, 0, "");
+  killed.end = std::nullopt;
+  JobAudit first = JobClaim(0.9, "a", "j1", "k1", 9);
+  first.new_attempt = 1;
+  JobAudit second = JobClaim(11, "b", "j1", "k2", 20);
+  second.new_attempt = 2;
+  const std::vector<JobAudit> audit = {first,
+                                       JobEnd(10, "b", "j1", "k1", "failed", "Job timed out (worker lost)"),
+                                       second, JobEnd(13, "b", "j1", "k2", "success")};
+  CheckReport after;
+  CheckJobs({killed, JobRun("j1", 2, 11.5, 12.5, "ok")}, audit,
+            {{.id = "j1", .status = "success", .attempt = 2, .max_retries = 1}}, {"j1"}, after);
+  EXPECT_TRUE(after.violations.empty()) << after.violations.front();
+
+  CheckReport before;
+  CheckJobs({killed, JobRun("j1", 2, 5, 6, "ok")}, audit,
+            {{.id = "j1", .status = "success", .attempt = 2, .max_retries = 1}}, {"j1"}, before);
+  EXPECT_TRUE(Mentions(before, "job overlap"));
+}
+
 TEST(ChaosRunLog, PairsStartAndEndRowsByRun) {
   std::vector<chaos::Run> runs = PairRuns({{"task", "fast", "a", "r1", "start", "", 0, 1.0},
                                            {"task", "fast", "b", "r2", "start", "", 0, 1.5},
