@@ -154,11 +154,13 @@ void CheckTasks(const std::vector<Run>& logged_runs, const std::vector<TaskAudit
     }
   }
 
+  // A run without an end row ended at the latest when its ticket was cleared: by its release, or by the
+  // janitor's sweep once its node was killed (octop-exec ends a killed node's commands; a command that
+  // survived would have written its end row, which then counts instead).
   auto end_of = [&claim_of](const Run& r) {
     if (r.end) return *r.end;
     auto it = claim_of.find(&r);
-    if (it != claim_of.end() && it->second->released && it->second->cleared_at)
-      return *it->second->cleared_at;
+    if (it != claim_of.end() && it->second->cleared_at) return *it->second->cleared_at;
     return kInfinity;
   };
   for (const auto& [key, list] : ByKey(runs, "task")) {

@@ -74,6 +74,21 @@ TEST(ChaosTaskChecks, AnOverlapAfterExpiryAndSweepIsAllowedAndMeasured) {
   EXPECT_NEAR(r.max_overlap_s, 0.5, 1e-9);
 }
 
+// A killed node's task run has no end row (octop-exec ended its command): it ended by the janitor's sweep, so
+// a later claim's run is not an overlap; one starting before the sweep is.
+TEST(ChaosTaskChecks, AKilledNodesRunWithoutAnEndRowEndsAtTheSweep) {
+  CheckReport after;
+  CheckTasks({TaskRun("a", "r1", 10.1, std::nullopt), TaskRun("b", "r2", 15.1, 15.6)},
+             {Claim(10, "a", "t1", 14), Clear(14.5, "c", "t1", false), Claim(15, "b", "t2", 19)}, after);
+  EXPECT_TRUE(after.violations.empty()) << after.violations.front();
+  EXPECT_EQ(after.allowed_overlaps, 0);
+
+  CheckReport before;
+  CheckTasks({TaskRun("a", "r1", 10.1, std::nullopt), TaskRun("b", "r2", 12.1, 12.6)},
+             {Claim(10, "a", "t1", 14), Clear(14.5, "c", "t1", false), Claim(12, "b", "t2", 19)}, before);
+  EXPECT_TRUE(Mentions(before, "overlap"));
+}
+
 TEST(ChaosTaskChecks, ARunWithOnlyAnEndRowStartsAtItsClaim) {
   CheckReport r;
   chaos::Run killed_early = TaskRun("a", "r1", 16, 16);
