@@ -28,6 +28,10 @@ enum class CadenceKind {
 // The longest cadence, timeout or initial delay a task may have (a year counts 365 days). Longer ones are
 // refused: a time point that far ahead would not fit the clocks' 64-bit nanoseconds (past the year 2262).
 inline constexpr std::chrono::hours kMaxTaskDuration{24 * 365 * 100};
+// `d` is at most kMaxTaskDuration long.
+inline bool WithinMaxTaskDuration(const Duration& d) {
+  return d.AsSeconds() <= static_cast<double>(std::chrono::seconds(kMaxTaskDuration).count());
+}
 
 struct TaskSettingsV2 {
   std::string cadence;

@@ -21,7 +21,7 @@ bool IsValidOptionalDuration(const std::string& text) {
 bool IsTooLong(const std::string& text) {
   if (text.empty()) return false;
   Result<Duration> d = Duration::ParseIso(text);
-  return d.ok() && !(d->AsSeconds() <= static_cast<double>(std::chrono::seconds(kMaxTaskDuration).count()));
+  return d.ok() && !WithinMaxTaskDuration(*d);
 }
 
 bool IsValidCron(const std::string& text) { return !text.empty() && CronExpression::Parse(text).ok(); }

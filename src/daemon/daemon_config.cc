@@ -251,7 +251,7 @@ Result<Duration> ReadDuration(const Json& value, const std::string& path, const 
   Result<Duration> d = Duration::ParseConfigValue(value, path, source);
   if (!d.ok()) return InvalidArgumentError(where.Where(path) + d.status().message());
   // Every duration in the file (grace periods and handler timeouts too) ends up added to a clock.
-  if (!(d->AsSeconds() <= static_cast<double>(std::chrono::seconds(kMaxTaskDuration).count()))) {
+  if (!WithinMaxTaskDuration(*d)) {
     return InvalidArgumentError(where.Where(path) + Show(value) + " is longer than 100 years");
   }
   return d;
