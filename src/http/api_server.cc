@@ -474,6 +474,21 @@ Status ApiServer::Start() {
   server.set_pre_routing_handler([this, dispatch, send_error](const httplib::Request& req,
                                                               httplib::Response& res) {
     const bool has_body_framing = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+    // Request smuggling shapes (two lengths, or a length beside chunking) and a target the router would
+    // refuse (a NUL, a malformed escape) are refused here, for the static files too.
+    Status framing = Status::Ok();
+    if (req.get_header_value_count("Content-Length") > 1 ||
+        (req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) ||
+        req.get_header_value_count("Transfer-Encoding") > 1) {
+      framing = InvalidArgumentError("Conflicting Content-Length and Transfer-Encoding headers");
+    } else if (!SplitPath(req.target)) {
+      framing = InvalidArgumentError("Malformed URL encoding in '" + req.target + "'");
+    }
+    if (!framing.ok()) {
+      res.set_header("Connection", "close");
+      send_error(res, framing, req.method, req.target);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // Checked before httplib reads (and would decompress) the body.
     const std::string host = req.get_header_value("Host");
     const std::string origin = req.get_header_value("Origin");
@@ -493,21 +508,6 @@ Status ApiServer::Start() {
                             .content_encoding = encoding,
                             .has_body = has_body},
                            options_.allowed_hosts);
-    // Request smuggling shapes (two lengths, or a length beside chunking) and a target the router would
-    // refuse (a NUL, a malformed escape) are refused here, for the static files too.
-    Status framing = Status::Ok();
-    if (req.get_header_value_count("Content-Length") > 1 ||
-        (req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) ||
-        req.get_header_value_count("Transfer-Encoding") > 1) {
-      framing = InvalidArgumentError("Conflicting Content-Length and Transfer-Encoding headers");
-    } else if (!SplitPath(req.target)) {
-      framing = InvalidArgumentError("Malformed URL encoding in '" + req.target + "'");
-    }
-    if (!framing.ok()) {
-      res.set_header("Connection", "close");
-      send_error(res, framing, req.method, req.target);
-      return httplib::Server::HandlerResponse::Handled;
-    }
     if (!safe.ok()) {
       // The body, if any, is left unread: the connection cannot carry another request.
       res.set_header("Connection", "close");

@@ -115,7 +115,6 @@ void LocalTaskWorker::StartWaitLocked(Task& task) {
   const SteadyTime now = context_.clock->SteadyNow();
   const WallTime wall = context_.clock->WallNow();
   task.triggered = false;
-  task.occurrence.reset();
   task.served.reset();
   task.state.status = TaskStatus::kIdle;
   task.state.started_at.reset();
@@ -164,7 +163,6 @@ void LocalTaskWorker::ScheduleNextLocked(Task& task, SteadyTime run_started) {
         return;
       }
       task.next_start = now + std::chrono::duration_cast<SteadyTime::duration>(*next - wall);
-      task.occurrence = *next;
       task.state.starts_at = *next;
       return;
     }
@@ -192,8 +190,9 @@ void LocalTaskWorker::StartRunLocked(Task& task) {
     return;
   }
   task.run = std::move(run);
-  task.served = task.triggered ? std::nullopt : task.occurrence;
-  task.occurrence.reset();
+  // A cron task's starts_at is the occurrence its wait was for.
+  task.served =
+      task.triggered || task.cadence.kind != CadenceKind::kCron ? std::nullopt : task.state.starts_at;
   task.triggered = false;
   task.next_start.reset();
   task.worker = WorkerStatus::kRunning;

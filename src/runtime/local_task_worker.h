@@ -86,7 +86,6 @@ class LocalTaskWorker {
     WorkerStatus worker = WorkerStatus::kIdle;
     TaskState state;
     std::optional<SteadyTime> next_start;  // nullopt: wait for a trigger
-    std::optional<WallTime> occurrence;    // kCron: the occurrence next_start waits for
     std::optional<WallTime> served;        // kCron: the occurrence the current run serves (none if triggered)
     bool triggered = false;
     std::unique_ptr<ActiveRun> run;
