@@ -6,13 +6,15 @@
 #   4. the libFuzzer targets (clang), FUZZ_SECONDS each (default 10)
 #   5. the cron differential check against the npm `cron` package (when node is present)
 #   6. the dashboard's end-to-end tests in headless chromium against a real octopd
-#   7. the short chaos test, twice (without and with job prefetch): octopd nodes on their own PostgreSQL under
+#   7. a real Backstage backend (npm @backstage/backend-defaults, pinned) and two octopd nodes on one task table,
+#      in Backstage's three layouts (tests/backstage)
+#   8. the short chaos test, twice (without and with job prefetch): octopd nodes on their own PostgreSQL under
 #      kills, freezes, restarts, clock skew
-#   8. clang-format check
-# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle e2e chaos format") picks stages for a quicker local run.
+#   9. clang-format check
+# OCTOP_TEST_STAGES (default "debug tsan fuzz oracle e2e backstage chaos format") picks stages for a quicker local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle e2e chaos format"}
+stages=${OCTOP_TEST_STAGES:-"debug tsan fuzz oracle e2e backstage chaos format"}
 # ccache keyed on paths relative to the checkout, so a fresh clone in another folder still hits the cache.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs=$(nproc)
@@ -67,6 +69,12 @@ if has e2e; then
   else
     echo "run-tests: no end-to-end tests yet"
   fi
+fi
+
+if has backstage; then
+  echo "run-tests: a real Backstage node beside octopd (tests/backstage)"
+  OCTOPD_BINARY="$PWD/build/debug/apps/octopd/octopd" OCTOP_BINARY="$PWD/build/debug/apps/octop/octop" \
+    tests/backstage/run.sh
 fi
 
 if has chaos; then

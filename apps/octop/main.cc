@@ -30,6 +30,8 @@ struct Globals {
   std::string url;
   std::optional<std::string> token;
   std::optional<std::string> database;
+  // Where plugins' tables are on PostgreSQL (--plugin-division-mode, or the config's database section).
+  octop::PluginDivision division;
   std::string config_path;
   bool json = false;
 };
@@ -349,6 +351,12 @@ std::vector<std::string> PluginsFromConfig(const Globals& g) {
   return out;
 }
 
+// "octop" is the job queue's namespace; every other is a plugin's.
+std::optional<octop::PluginDivision> PluginPlacement(const Globals& g, const std::string& ns) {
+  if (ns == "octop") return std::nullopt;
+  return g.division;
+}
+
 int Migrate(const Globals& g, std::vector<std::string> plugins) {
   if (!g.database) {
     std::cerr << "octop: migrate needs --database or --config\n";
@@ -359,14 +367,15 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
   // Every namespace is checked before any store is opened (opening creates an SQLite file) and every store
   // opened before any is migrated: a bad --plugin among good ones leaves the database untouched.
   for (const std::string& ns : plugins) {
-    if (octop::Status s = octop::store::ValidateStoreNamespace(*g.database, ns); !s.ok()) {
+    if (octop::Status s = octop::store::ValidateStoreNamespace(*g.database, ns, PluginPlacement(g, ns));
+        !s.ok()) {
       std::cerr << "octop: " << ns << ": " << s.message() << "\n";
       return kExitUsage;
     }
   }
   std::vector<std::unique_ptr<octop::store::Store>> stores;
   for (const std::string& ns : plugins) {
-    auto store = octop::store::OpenStore(*g.database, {.ns = ns});
+    auto store = octop::store::OpenStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)});
     if (!store.ok()) {
       std::cerr << "octop: " << ns << ": " << store.status().message() << "\n";
       // An unknown scheme or a bad namespace is the caller's mistake, not an unreachable database.
@@ -428,7 +437,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     }
   }
   for (const std::string& ns : plugins) {
-    auto s = octop::store::OpenStore(*g.database, {.ns = ns});
+    auto s = octop::store::OpenStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)});
     if (!s.ok()) {
       add("schema " + ns, false, s.status().message());
       continue;
@@ -460,6 +469,10 @@ int main(int argc, char** argv) {
   app.add_option("--database", g.database,
                  "database URL for migrate/doctor (sqlite:<dir> or postgresql://...)");
   app.add_option("-c,--config", g.config_path, "read database, URL, token and plugins from an octopd config");
+  std::optional<std::string> division_mode;
+  app.add_option("--plugin-division-mode", division_mode,
+                 "PostgreSQL: a database per plugin (database, the default) or a schema per plugin (schema)")
+      ->check(CLI::IsMember({"database", "schema"}));
   app.add_flag("--json", g.json, "machine-readable output");
 
   std::optional<std::string> plugin;
@@ -528,11 +541,16 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     if (!g.database) g.database = config->database;
+    g.division = config->plugin_division;
     if (!g.token) g.token = config->http.token;
     if (app.get_option("--url")->count() == 0 && std::getenv("OCTOP_URL") == nullptr) {
       const std::string host = config->http.host == "0.0.0.0" ? "127.0.0.1" : config->http.host;
       g.url = "http://" + host + ":" + std::to_string(config->http.port);
     }
+  }
+  if (division_mode) {
+    g.division.mode = *division_mode == "schema" ? octop::PluginDivision::Mode::kSchema
+                                                 : octop::PluginDivision::Mode::kDatabase;
   }
   try {
     if (*tasks) return Tasks(g, plugin);

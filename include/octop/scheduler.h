@@ -41,6 +41,7 @@
 
 #include <octop/clock.h>
 #include <octop/duration.h>
+#include <octop/plugin_division.h>
 #include <octop/status.h>
 #include <octop/task_settings.h>
 
@@ -214,14 +215,17 @@ std::string_view LogLevelName(LogLevel level);
 using SchedulerLogger = std::function<void(LogLevel level, std::string_view message)>;
 
 // Opens the store of one plugin (namespace = plugin id). The default opens OpenStore(database_url,
-// {ns = plugin_id, clock = clock}); tests substitute fresh namespaces.
+// {ns = plugin_id, plugin_division, clock = clock}); tests substitute fresh namespaces.
 using StoreFactory =
     std::function<Result<std::unique_ptr<store::Store>>(const std::string& plugin_id, const Clock& clock)>;
 
 struct SchedulerOptions {
   // Where the plugins' tables live: "sqlite:<directory>" (one file per plugin), "sqlite::memory:" or
-  // "postgresql://..." (one schema per plugin). Default "sqlite:." (the working directory).
+  // "postgresql://..." (placed by plugin_division). Default "sqlite:." (the working directory).
   std::string database_url = "sqlite:.";
+  // On PostgreSQL: a database per plugin (Backstage's default) or a schema per plugin, as Backstage's
+  // backend.database settings (docs/store.md, "Sharing a database with Backstage").
+  PluginDivision plugin_division;
   // Time source for every wait and timestamp, and for the database's "now" in tests. Default: the real clock.
   // Must outlive the Scheduler.
   Clock* clock = &Clock::Real();

@@ -190,6 +190,7 @@ Daemon::~Daemon() { Stop(); }
 Status Daemon::Start() {
   SchedulerOptions options;
   options.database_url = config_.database;
+  options.plugin_division = config_.plugin_division;
   options.work_check_frequency = config_.work_check_frequency;
   options.janitor_interval = config_.janitor_interval;
   scheduler_ = std::make_unique<Scheduler>(std::move(options));

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -440,8 +441,39 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
   DaemonConfig config;
   Section top(json, "", where);
   auto read_all = [&]() -> Status {
-    OCTOP_ASSIGN_OR_RETURN(auto database, top.OptionalString("database"));
-    if (database) config.database = *database;
+    // `database` is the URL, or Backstage's shape: {connection, pluginDivisionMode, prefix, schemaPrefix}.
+    if (const Json* db = top.Get("database"); db != nullptr && db->is_object()) {
+      Section d(*db, "database", where);
+      OCTOP_ASSIGN_OR_RETURN(config.database, d.RequiredString("connection"));
+      OCTOP_ASSIGN_OR_RETURN(auto mode, d.OptionalString("pluginDivisionMode"));
+      if (mode && *mode != "database" && *mode != "schema") {
+        return InvalidArgumentError(d.Where("pluginDivisionMode") + "expected database or schema, got '" +
+                                    *mode + "'");
+      }
+      if (mode) {
+        config.plugin_division.mode =
+            *mode == "schema" ? PluginDivision::Mode::kSchema : PluginDivision::Mode::kDatabase;
+      }
+      OCTOP_ASSIGN_OR_RETURN(auto prefix, d.OptionalString("prefix"));
+      // As Backstage: an empty prefix means the default.
+      if (prefix && !prefix->empty()) config.plugin_division.prefix = *prefix;
+      OCTOP_ASSIGN_OR_RETURN(auto schema_prefix, d.OptionalString("schemaPrefix"));
+      if (schema_prefix) {
+        const bool identifier = std::regex_match(*schema_prefix, std::regex("[A-Za-z_][A-Za-z0-9_]*"));
+        if (!schema_prefix->empty() && !identifier) {
+          return InvalidArgumentError(
+              d.Where("schemaPrefix") +
+              "must start with a letter or underscore and hold only letters, digits and "
+              "underscores, got '" +
+              *schema_prefix + "'");
+        }
+        config.plugin_division.schema_prefix = *schema_prefix;
+      }
+      OCTOP_RETURN_IF_ERROR(d.RejectUnknownKeys());
+    } else {
+      OCTOP_ASSIGN_OR_RETURN(auto database, top.OptionalString("database"));
+      if (database) config.database = *database;
+    }
     // The URL's scheme, checked as the store will check it when it opens (the job queue's namespace).
     if (Status s = store::ValidateStoreNamespace(config.database, "octop"); !s.ok()) {
       return InvalidArgumentError(top.Where("database") + s.message());
@@ -551,6 +583,11 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
           }
         }
         OCTOP_RETURN_IF_ERROR(p.RejectUnknownKeys());
+        // The plugin's database or schema name, as the store will place it.
+        if (Status s = store::ValidateStoreNamespace(config.database, plugin.id, config.plugin_division);
+            !s.ok()) {
+          return InvalidArgumentError(where.Where(ppath) + s.message());
+        }
         config.plugins.push_back(std::move(plugin));
       }
     }

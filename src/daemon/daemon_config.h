@@ -91,6 +91,8 @@ struct HttpConfig {
 
 struct DaemonConfig {
   std::string database = "sqlite:octop-data";
+  // database.pluginDivisionMode / prefix / schemaPrefix (PostgreSQL only).
+  PluginDivision plugin_division;
   HttpConfig http;
   std::optional<std::string> node_id;  // default: hostname-pid
   std::chrono::milliseconds work_check_frequency{5000};

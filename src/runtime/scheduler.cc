@@ -90,10 +90,12 @@ Status TaskRunner::Run(TaskInvocationDefinition invocation) const {
 
 namespace {
 
-StoreFactory DefaultStoreFactory(std::string url) {
-  return [url = std::move(url)](const std::string& plugin_id, const Clock& clock) {
+StoreFactory DefaultStoreFactory(std::string url, PluginDivision division) {
+  return [url = std::move(url), division = std::move(division)](const std::string& plugin_id,
+                                                                const Clock& clock) {
     store::StoreOptions options;
     options.ns = plugin_id;
+    options.plugin_division = division;
     options.clock = &clock;
     return store::OpenStore(url, options);
   };
@@ -111,7 +113,8 @@ class Scheduler::Impl {
     context.poll_interval = options.poll_interval.value_or(options.work_check_frequency);
     context.janitor_interval = options.janitor_interval;
     context.shutdown = stop.get_token();
-    if (!options.store_factory) options.store_factory = DefaultStoreFactory(options.database_url);
+    if (!options.store_factory)
+      options.store_factory = DefaultStoreFactory(options.database_url, options.plugin_division);
   }
 
   SchedulerOptions options;

@@ -59,9 +59,10 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOpti
                               "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
 }
 
-Status ValidateStoreNamespace(const std::string& url, const std::string& ns) {
+Status ValidateStoreNamespace(const std::string& url, const std::string& ns,
+                              const std::optional<PluginDivision>& division) {
   if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
-    return ValidatePostgresNamespace(ns);
+    return ValidatePostgresNamespace(ns, division);
   if (url == "sqlite::memory:") return Status::Ok();
   if (url.starts_with("sqlite:")) return ValidateSqliteNamespace(ns);
   return InvalidArgumentError("unknown database URL '" + RedactDatabaseUrl(url) +

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <octop/clock.h>
+#include <octop/plugin_division.h>
 #include <octop/status.h>
 
 namespace octop::store {
@@ -498,6 +499,9 @@ struct IndexInfo {
 struct StoreOptions {
   // Which plugin's tables: a PostgreSQL schema or an SQLite file name. Default "default".
   std::string ns = "default";
+  // Set for a plugin's store: on PostgreSQL `ns` is then a plugin id placed as the division says (its own
+  // database, or a prefixed schema). Unset: `ns` is a schema of the URL's database (the job queue, tests).
+  std::optional<PluginDivision> plugin_division;
   // Source of the database's "now" override (see the header comment). Default: the real clock (no override).
   const Clock* clock = &Clock::Real();
   // Maximum connections (PostgreSQL). Default 4.
@@ -652,15 +656,18 @@ class Store {
 // Opens a store from a URL:
 //   sqlite:<directory>            one file per namespace, <directory>/<ns>.sqlite (created if missing)
 //   sqlite::memory:               a private in-memory database (one process, tests)
-//   postgresql://user@host:port/db?...  or  postgres://...   (libpq connection URI; namespace = schema)
+//   postgresql://user@host:port/db?...  or  postgres://...   (libpq connection URI; namespace = schema of
+//                                 that database, or a plugin placed by StoreOptions::plugin_division)
 // Does not migrate. kInvalidArgument for an unknown scheme, kUnavailable if the server cannot be reached.
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options = {});
 // `url` with any password in it replaced by "***" (the user:password@ of a URI, a password= parameter), for
 // log lines and error messages (docs/reliability.md, "Threat model").
 std::string RedactDatabaseUrl(std::string_view url);
-// What OpenStore(url, {.ns = ns}) would refuse before touching anything: an unknown scheme or a namespace the
-// backend cannot hold. Lets a caller check many namespaces before opening (and so creating) any.
-Status ValidateStoreNamespace(const std::string& url, const std::string& ns);
+// What OpenStore(url, {.ns = ns, .plugin_division = division}) would refuse before touching anything: an
+// unknown scheme or a namespace the backend cannot hold. Lets a caller check many namespaces before opening
+// (and so creating) any.
+Status ValidateStoreNamespace(const std::string& url, const std::string& ns,
+                              const std::optional<PluginDivision>& division = std::nullopt);
 
 // Validates a task id before any write: non-empty after trimming, at most 255 bytes (the column is
 // varchar(255)), valid UTF-8. InvalidArgument "<id> is not a valid ID, expected non-empty string"

@@ -102,6 +102,22 @@ TEST(ReadScheduleConfig, BadDurationStringNamesKeyAndValue) {
   EXPECT_NE(s.status().message().find("frequency"), std::string::npos);
 }
 
+TEST(ParseDaemonConfig, DatabaseTakesBackstagesShape) {
+  auto config = ParseDaemonConfig(
+      "database:\n  connection: postgresql://octop@db/backstage\n  pluginDivisionMode: schema\n"
+      "  prefix: bs_\n  schemaPrefix: plug_\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->database, "postgresql://octop@db/backstage");
+  EXPECT_EQ(config->plugin_division.mode, PluginDivision::Mode::kSchema);
+  EXPECT_EQ(config->plugin_division.prefix, "bs_");
+  EXPECT_EQ(config->plugin_division.schema_prefix, "plug_");
+  // A plain URL keeps Backstage's defaults: a database per plugin named backstage_plugin_<id>.
+  auto plain = ParseDaemonConfig("database: postgresql://octop@db/backstage\n", "t.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->plugin_division, PluginDivision{});
+}
+
 constexpr const char* kExample = R"(
 database: postgresql://octop@127.0.0.1:5432/octop
 nodeId: node-a
@@ -211,6 +227,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"http: {token: short}", "at least 16 characters"},
         // What a start refuses, --check refuses too (both read the file through ParseDaemonConfig).
         BadCase{"database: 'mysql://db/x'", "database: unknown database URL 'mysql://db/x'"},
+        BadCase{"database: {connection: 'postgresql://h/db', pluginDivisionMode: tables}",
+                "database.pluginDivisionMode: expected database or schema, got 'tables'"},
+        BadCase{"database: {connection: 'postgresql://h/db', schemaPrefix: 'a-b'}",
+                "database.schemaPrefix: must start with a letter or underscore"},
+        BadCase{"database: {pluginDivisionMode: schema}", "database: missing required key 'connection'"},
+        BadCase{"database: {connection: 'postgresql://h/db', prefx: a}", "unknown key 'prefx'"},
+        // The plugin's database name (prefix + id) must fit PostgreSQL's 63 bytes.
+        BadCase{"database: {connection: 'postgresql://h/db', prefix: "
+                "pppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp}\n"
+                "plugins:\n  demo:\n    tasks: []\n",
+                "longer than 63 bytes"},
         BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: {cron: '61 * * * *'}, "
                 "timeout: PT1M}, command: [x]}\n",
                 "plugins.p.tasks[0].schedule: "},

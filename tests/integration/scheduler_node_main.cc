@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
 
   octop::SchedulerOptions options;
   options.database_url = args["--db"];
+  // The test's plugin id is a fresh per-test schema of the test database (too long for a database name).
+  options.plugin_division.mode = octop::PluginDivision::Mode::kSchema;
   options.janitor_interval = std::chrono::milliseconds(std::stoll(args["--janitor-ms"]));
   options.logger = [node](octop::LogLevel level, std::string_view message) {
     std::fprintf(stderr, "[node %s] %s: %.*s\n", node.c_str(),

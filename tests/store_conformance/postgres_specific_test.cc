@@ -488,5 +488,168 @@ TEST_F(PostgresSpecificTest, PollsThousandsOfIdsInOneStatement) {
   for (const auto& t : polled->tasks) EXPECT_TRUE(t.ready) << t.id;
 }
 
+// ---- Plugin placement as Backstage's backend.database decides it (docs/store.md)
+
+// A plugin id short enough for a database name, fresh per call.
+// The test server's URL (postgresql://user@host:port/db[?...]) naming another database.
+std::string UrlOfDatabase(const std::string& url, const std::string& database) {
+  const std::size_t query = url.find('?');
+  const std::size_t slash = url.rfind('/', query == std::string::npos ? url.size() : query);
+  return url.substr(0, slash + 1) + database + (query == std::string::npos ? "" : url.substr(query));
+}
+
+std::string ShortPluginId() {
+  std::random_device rd;
+  return "pd" + std::to_string(rd() % 100000000u);
+}
+
+TEST_F(PostgresSpecificTest, ADatabasePerPluginIsCreatedOnceAndHoldsTheTablesInPublic) {
+  const std::string plugin = ShortPluginId();
+  StoreOptions options;
+  options.ns = plugin;
+  options.plugin_division = PluginDivision{};
+  // Four nodes open the plugin at once: one creates its database, the others find it.
+  std::vector<Result<std::unique_ptr<Store>>> opened;
+  for (int i = 0; i < 4; ++i) opened.emplace_back(InternalError("not run"));
+  std::vector<std::thread> threads;
+  for (auto& slot : opened) threads.emplace_back([&] { slot = OpenPostgresStore(url_, options); });
+  for (auto& t : threads) t.join();
+  for (auto& store : opened) {
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Migrate().ok());
+  }
+  ASSERT_TRUE((*opened[0])->UpsertTask(DueTask("in-plugin-db")).ok());
+  auto seen = (*opened[3])->ListTasks({});
+  ASSERT_TRUE(seen.ok());
+  EXPECT_EQ(seen->size(), 1u);
+
+  const std::string database = "backstage_plugin_" + plugin;
+  auto exists = admin_->Query("SELECT count(*) FROM pg_database WHERE datname = $1", {database});
+  ASSERT_TRUE(exists.ok());
+  EXPECT_EQ((*exists)[0][0], "1");
+  // Nothing of the plugin's in the URL's database.
+  auto here = admin_->Query("SELECT count(*) FROM pg_namespace WHERE nspname = $1", {plugin});
+  ASSERT_TRUE(here.ok());
+  EXPECT_EQ((*here)[0][0], "0");
+  auto in_plugin_db = PgAdminSession::Open(UrlOfDatabase(base_url_, database));
+  ASSERT_TRUE(in_plugin_db.ok()) << in_plugin_db.status().ToString();
+  auto rows = (*in_plugin_db)->Query("SELECT id FROM public.backstage_backend_tasks__tasks");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0][0], "in-plugin-db");
+  auto lock =
+      (*in_plugin_db)
+          ->Query("SELECT count(*), max(is_locked) FROM backstage_backend_tasks__knex_migrations_lock");
+  ASSERT_TRUE(lock.ok());
+  EXPECT_EQ((*lock)[0][0], "1");
+  EXPECT_EQ((*lock)[0][1], "0");
+}
+
+TEST_F(PostgresSpecificTest, ASchemaPerPluginTakesTheSchemaPrefix) {
+  const std::string plugin = ShortPluginId();
+  StoreOptions options;
+  options.ns = plugin;
+  options.plugin_division = PluginDivision{.mode = PluginDivision::Mode::kSchema, .schema_prefix = "bs_"};
+  auto store = OpenPostgresStore(url_, options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Migrate().ok());
+  ASSERT_TRUE((*store)->UpsertTask(DueTask("in-schema")).ok());
+  auto rows = admin_->Query("SELECT id FROM \"bs_" + plugin + "\".backstage_backend_tasks__tasks");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(ValidatePostgresNamespace(std::string(61, 'a'), options.plugin_division).code(),
+            StatusCode::kInvalidArgument);  // bs_ + 61 bytes is over 63
+}
+
+TEST_F(PostgresSpecificTest, TasksKeptInASchemaAreNotSplitByADatabasePerPlugin) {
+  const std::string plugin = ShortPluginId();
+  auto old_layout = Open(plugin);  // a schema named after the plugin, as octop kept it before
+  ASSERT_NE(old_layout, nullptr);
+  StoreOptions options;
+  options.ns = plugin;
+  options.plugin_division = PluginDivision{};
+  auto store = OpenPostgresStore(url_, options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("pluginDivisionMode: schema"), std::string::npos)
+      << store.status().message();
+  auto created =
+      admin_->Query("SELECT count(*) FROM pg_database WHERE datname = $1", {"backstage_plugin_" + plugin});
+  ASSERT_TRUE(created.ok());
+  EXPECT_EQ((*created)[0][0], "0");
+  options.plugin_division->mode = PluginDivision::Mode::kSchema;
+  EXPECT_TRUE(OpenPostgresStore(url_, options).ok());
+}
+
+TEST_F(PostgresSpecificTest, ASearchPathThatWouldSendBackstageElsewhereIsRefused) {
+  const std::string plugin = ShortPluginId();
+  StoreOptions options;
+  options.ns = plugin;
+  options.plugin_division = PluginDivision{};
+  ASSERT_TRUE(OpenPostgresStore(url_, options).ok());
+  // A schema named like the connecting role: Backstage's unqualified names would resolve there.
+  auto in_plugin_db = PgAdminSession::Open(UrlOfDatabase(base_url_, "backstage_plugin_" + plugin));
+  ASSERT_TRUE(in_plugin_db.ok());
+  auto role = (*in_plugin_db)->Query("SELECT current_user");
+  ASSERT_TRUE(role.ok());
+  ASSERT_TRUE((*in_plugin_db)->Query("CREATE SCHEMA \"" + *(*role)[0][0] + "\"").ok());
+  auto store = OpenPostgresStore(url_, options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("search_path"), std::string::npos) << store.status().message();
+}
+
+TEST_F(PostgresSpecificTest, MigrateWaitsForAKnexMigratorHoldingItsLock) {
+  // Backstage's three steps applied, octop's still to do.
+  StoreOptions early;
+  early.ns = ns_;
+  auto first = OpenPostgresStore(url_, early);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->MigrateTo(3).ok());
+  const std::string q = "\"" + ns_ + "\"";
+  auto knex = PgAdminSession::Open(base_url_);
+  ASSERT_TRUE(knex.ok());
+  ASSERT_TRUE((*knex)->Query("BEGIN").ok());
+  auto taken = (*knex)->Query("UPDATE " + q +
+                              ".backstage_backend_tasks__knex_migrations_lock SET is_locked = 1 "
+                              "WHERE is_locked = 0 RETURNING 1");
+  ASSERT_TRUE(taken.ok());
+  ASSERT_EQ(taken->size(), 1u);
+  StoreOptions options;
+  options.ns = ns_;
+  options.pool_size = 1;
+  auto second = OpenPostgresStore(url_, options);
+  ASSERT_TRUE(second.ok());
+  std::atomic<bool> done{false};
+  Status migrated;
+  std::thread migrator([&] {
+    migrated = (*second)->MigrateTo(kLatestSchemaVersion);
+    done = true;
+  });
+  // The migrator is blocked on knex's lock row (a lock wait in pg_stat_activity), not finished.
+  bool waiting = false;
+  for (auto deadline = std::chrono::steady_clock::now() + seconds(20);
+       !waiting && std::chrono::steady_clock::now() < deadline;) {
+    auto rows = admin_->Query(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        {app_});
+    waiting = rows.ok() && (*rows)[0][0] == "1";
+    if (!waiting) std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(waiting);
+  EXPECT_FALSE(done.load());
+  ASSERT_TRUE((*knex)
+                  ->Query("UPDATE " + q + ".backstage_backend_tasks__knex_migrations_lock SET is_locked = 0")
+                  .ok());
+  ASSERT_TRUE((*knex)->Query("COMMIT").ok());
+  migrator.join();
+  EXPECT_TRUE(migrated.ok()) << migrated.ToString();
+  auto lock = admin_->Query("SELECT count(*), max(is_locked) FROM " + q +
+                            ".backstage_backend_tasks__knex_migrations_lock");
+  ASSERT_TRUE(lock.ok());
+  EXPECT_EQ((*lock)[0][0], "1");
+  EXPECT_EQ((*lock)[0][1], "0");
+}
+
 }  // namespace
 }  // namespace octop::store

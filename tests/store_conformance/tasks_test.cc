@@ -62,6 +62,30 @@ TEST_P(StoreConformance, UpsertOnlyMovesNextRunEarlier) {
   EXPECT_EQ(Show(Row("a").next_run_start_at), Show(t0() + minutes(60))) << "an equal time changes nothing";
 }
 
+// A node starting after the run for an occurrence ended must not pull the next run back to that occurrence
+// (less Backstage's 1 s): the run it would repeat has happened.
+TEST_P(StoreConformance, UpsertDoesNotRewindToAnOccurrenceARunAlreadyServed) {
+  const WallTime occurrence = t0() + seconds(10);
+  AddTask("cron", AbsoluteTime{occurrence - seconds(1)});
+  clock_.Advance(seconds(9));
+  ASSERT_TRUE(Claim("cron", "ticket-1").has_value());
+  clock_.Advance(milliseconds(500));
+  auto released = store_->TryReleaseTask(
+      {.id = "cron", .ticket = "ticket-1", .next_run = AbsoluteTime{occurrence + seconds(5)}});
+  ASSERT_TRUE(released.ok() && *released);
+  OCTOP_ASSERT_OK(store_->UpsertTask({.id = "cron",
+                                      .settings_json = std::string(kCronSettings),
+                                      .start_at = AbsoluteTime{occurrence - seconds(1)},
+                                      .next_start_at = AbsoluteTime{occurrence - seconds(1)}}));
+  EXPECT_EQ(Show(Row("cron").next_run_start_at), Show(occurrence + seconds(5)));
+  // An earlier time than the last run's end still wins (a schedule changed to run sooner).
+  OCTOP_ASSERT_OK(store_->UpsertTask({.id = "cron",
+                                      .settings_json = std::string(kCronSettings),
+                                      .start_at = AbsoluteTime{occurrence + seconds(2)},
+                                      .next_start_at = AbsoluteTime{occurrence + seconds(2)}}));
+  EXPECT_EQ(Show(Row("cron").next_run_start_at), Show(occurrence + seconds(2)));
+}
+
 // §11.1 test 7: cron */15 then */2 moves the time; back to */15 keeps the */2 time.
 TEST_P(StoreConformance, NextRunIsTheMinimumAcrossCronScheduleChanges) {
   const std::string every15 = R"({"version":2,"cadence":"*/15 * * * *","timeoutAfterDuration":"PT1M"})";

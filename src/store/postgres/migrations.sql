@@ -1,42 +1,89 @@
--- Migrations of the PostgreSQL backend, applied in order by PostgresStore::MigrateTo inside one transaction that
--- first takes pg_advisory_xact_lock keyed by the schema (so nodes migrating at once queue up, and a failure leaves
--- nothing half-done: PostgreSQL DDL is transactional).
+-- Migrations of the PostgreSQL backend, applied by PostgresStore::MigrateTo in two short transactions: the first
+-- creates whichever bookkeeping tables are missing, the second takes knex's migration lock the way knex takes it
+-- and applies the missing steps (PostgreSQL DDL is transactional: a failure leaves nothing half-done). Both first
+-- take pg_advisory_xact_lock keyed by the schema, so octop nodes migrating at once queue up.
 --
 -- The first three rebuild Backstage's knex migrations and are recorded, under Backstage's file names, in knex's own
 -- bookkeeping tables (same DDL as knex creates on PostgreSQL), so a schema a Backstage backend migrated is
--- recognised and vice versa. {ns} is the schema, a quoted identifier.
+-- recognised and vice versa. {ns} is the schema, a quoted identifier. docs/store.md, "Migrations beside knex".
 
--- name: CreateBookkeeping
+-- name: CreateSchema
 CREATE SCHEMA IF NOT EXISTS {ns};
-CREATE TABLE IF NOT EXISTS {ns}.backstage_backend_tasks__knex_migrations (
+
+-- name: CreateKnexMigrations
+CREATE TABLE {ns}.backstage_backend_tasks__knex_migrations (
   id serial PRIMARY KEY,
   name varchar(255),
   batch integer,
   migration_time timestamptz
 );
-CREATE TABLE IF NOT EXISTS {ns}.backstage_backend_tasks__knex_migrations_lock (
+
+-- name: CreateKnexLock
+-- Created with its one row in the same transaction, so no knex migrator ever sees it empty and adds a second
+-- row (knex's lock then fails for good: its UPDATE must change exactly one row).
+CREATE TABLE {ns}.backstage_backend_tasks__knex_migrations_lock (
   "index" serial PRIMARY KEY,
   is_locked integer
 );
+INSERT INTO {ns}.backstage_backend_tasks__knex_migrations_lock (is_locked) VALUES (0);
+
+-- name: InsertKnexLockRow
 INSERT INTO {ns}.backstage_backend_tasks__knex_migrations_lock (is_locked)
   SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {ns}.backstage_backend_tasks__knex_migrations_lock);
--- Holding the lock row until commit makes a concurrently starting knex migrator wait for us.
-UPDATE {ns}.backstage_backend_tasks__knex_migrations_lock SET is_locked = is_locked;
-CREATE TABLE IF NOT EXISTS {ns}.octop_migrations (
+
+-- name: CountKnexLockRows
+SELECT count(*) FROM {ns}.backstage_backend_tasks__knex_migrations_lock;
+
+-- name: CreateOctopMigrations
+CREATE TABLE {ns}.octop_migrations (
   version integer NOT NULL PRIMARY KEY,
   name text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- name: TakeKnexLock
+-- knex's _lockMigrations: exactly one row must change. A knex migrator in its transaction holds the row, so this
+-- waits for it; 0 rows means a lock left set outside a transaction.
+UPDATE {ns}.backstage_backend_tasks__knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0;
+
+-- name: FreeKnexLock
+UPDATE {ns}.backstage_backend_tasks__knex_migrations_lock SET is_locked = 0;
+
+-- name: BackstageSessions
+-- $1 the application_name a Backstage backend gives its connections to this plugin's database.
+SELECT count(*) FROM pg_catalog.pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = $1;
+
+-- name: DatabaseExists
+-- $1 a database name. Run on the URL's database before a plugin's own database is used (PluginDivision).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1);
+
+-- name: CreateDatabase
+-- {ns} here is the plugin's database, a quoted identifier. Two nodes may race to it: the loser's
+-- duplicate_database (42P04) or unique violation (23505) means it exists.
+CREATE DATABASE {ns};
+
+-- name: TaskTableIn
+-- $1 a schema name (unquoted): whether it holds a task table (octop's earlier schema-per-plugin layout, or a
+-- Backstage backend with pluginDivisionMode: schema).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = $1 AND c.relname = 'backstage_backend_tasks__tasks');
+
+-- name: CurrentSchema
+-- Where unqualified names resolve for this role: where a Backstage backend (which never qualifies) keeps its
+-- tables in a plugin database.
+SELECT current_schema();
 
 -- name: AdvisoryLock
 -- $1 the lock's name ('octop-migrate:' + schema), hashed to the bigint key.
 SELECT pg_advisory_xact_lock(hashtextextended($1, 0));
 
 -- name: BookkeepingTables
--- $1 the schema name (unquoted). Which of the two bookkeeping tables exist.
+-- $1 the schema name (unquoted). Which of the three bookkeeping tables exist.
 SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind = 'r'
-  AND c.relname IN ('backstage_backend_tasks__knex_migrations', 'octop_migrations');
+  AND c.relname IN ('backstage_backend_tasks__knex_migrations', 'backstage_backend_tasks__knex_migrations_lock',
+                    'octop_migrations');
 
 -- name: ListKnexMigrations
 SELECT name FROM {ns}.backstage_backend_tasks__knex_migrations ORDER BY id;

@@ -36,6 +36,34 @@ std::string QuoteIdentifier(std::string_view name) {
   return quoted;
 }
 
+Result<std::string> ConninfoWithDatabase(const std::string& conninfo, const std::string& database) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options == nullptr) {
+    std::string message = error != nullptr ? TrimMessage(error) : "out of memory";
+    PQfreemem(error);
+    return InvalidArgumentError("invalid PostgreSQL connection string: " + message);
+  }
+  auto append = [](std::string& out, std::string_view key, std::string_view value) {
+    if (!out.empty()) out += ' ';
+    out.append(key);
+    out += "='";
+    for (char c : value) {
+      if (c == '\\' || c == '\'') out += '\\';
+      out += c;
+    }
+    out += '\'';
+  };
+  std::string out;
+  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr || std::string_view(o->keyword) == "dbname") continue;
+    append(out, o->keyword, o->val);
+  }
+  PQconninfoFree(options);
+  append(out, "dbname", database);
+  return out;
+}
+
 Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& conninfo) {
   // Defaults come before "dbname" so that whatever the URL sets overrides them (expand_dbname semantics).
   const char* keywords[] = {"connect_timeout", "application_name", "client_encoding", "dbname", nullptr};

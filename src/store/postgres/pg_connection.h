@@ -98,6 +98,11 @@ class PgConnection {
 // `name` quoted as a PostgreSQL identifier ("a""b").
 std::string QuoteIdentifier(std::string_view name);
 
+// `conninfo` (a URI or keyword string) rewritten as a keyword string that connects to `database` instead,
+// every other setting kept: how a plugin's own database is reached with the user's URL
+// (PluginDivision::kDatabase). kInvalidArgument when `conninfo` does not parse.
+Result<std::string> ConninfoWithDatabase(const std::string& conninfo, const std::string& database);
+
 }  // namespace octop::store::postgres
 
 #endif  // OCTOP_STORE_POSTGRES_PG_CONNECTION_H_

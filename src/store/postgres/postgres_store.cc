@@ -235,8 +235,11 @@ constexpr int kEnqueueAttempts = 8;
 
 class PostgresStore final : public Store {
  public:
-  PostgresStore(std::string conninfo, const StoreOptions& options)
+  // `backstage_application_name`: what a Backstage backend names its sessions to this plugin's tables
+  // (empty for a store that is not a plugin's).
+  PostgresStore(std::string conninfo, const StoreOptions& options, std::string backstage_application_name)
       : conninfo_(std::move(conninfo)),
+        backstage_application_name_(std::move(backstage_application_name)),
         schema_(options.ns),
         quoted_schema_(postgres::QuoteIdentifier(options.ns)),
         clock_(options.clock != nullptr ? options.clock : &Clock::Real()),
@@ -284,6 +287,18 @@ class PostgresStore final : public Store {
 
   std::string_view backend() const override { return "postgres"; }
 
+  // In a plugin's own database: the schema unqualified names resolve to for this role must be `public`, where
+  // octop keeps the tables, or a Backstage backend on the same database would use another table.
+  Status CheckSearchPath(const std::string& database) {
+    OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, conn->ExecParams(std::string(sql::kCurrentSchema), {}));
+    if (r.IsNull(0, 0) || r.Text(0, 0) == schema_) return Status::Ok();
+    return FailedPreconditionError(
+        "in database \"" + database + "\" this role's search_path resolves to schema \"" + r.Text(0, 0) +
+        "\", where a Backstage backend would keep its tables, but octop " + "keeps them in \"" + schema_ +
+        "\": drop or rename that schema, or set the " + "role's search_path to public");
+  }
+
   Status Migrate() override { return MigrateTo(kLatestSchemaVersion); }
 
   Status MigrateTo(int version) override {
@@ -306,28 +321,130 @@ class PostgresStore final : public Store {
     return migrated;
   }
 
+  // Migrating beside other octop nodes and Backstage backends (docs/store.md, "Migrations beside knex"): a
+  // node that loses a race to create a schema or table (another session created it first) tries again, and
+  // then finds it.
   Status ApplyMigrations(int version) {
+    constexpr int kAttempts = 5;
+    for (int attempt = 1;; ++attempt) {
+      Status applied = ApplyMigrationsOnce(version);
+      if (applied.ok() || attempt == kAttempts || !IsCreationRaceLost(applied)) return applied;
+    }
+  }
+
+  static bool IsCreationRaceLost(const Status& status) {
+    for (std::string_view state : {"42P06", "42P07", "42P04", "23505", "40P01"}) {
+      if (status.message().find("SQLSTATE " + std::string(state)) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  // Waits outside the database for another process (a knex migrator); real time even under a fake clock.
+  static void Pause(std::chrono::milliseconds how_long) {
+    Clock::Real().WaitUntil(Clock::Real().SteadyNow() + how_long, std::stop_token());
+  }
+
+  Status ApplyMigrationsOnce(int version) {
     OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
-    OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
-    // Keyed by schema: nodes migrating the same namespace run one after the other; other namespaces are not
-    // held up. Taken before CREATE SCHEMA IF NOT EXISTS, which itself races between sessions.
+    OCTOP_RETURN_IF_ERROR(CreateBookkeeping(*conn));
+    // knex's migrator takes its lock with an UPDATE that must change exactly one row: take it the same way,
+    // so a Backstage backend migrating this schema and this node run one after the other. A lock committed as
+    // taken (a migrator outside a transaction, or one that died) is waited for, then reported.
+    const SteadyTime deadline = Clock::Real().SteadyNow() + std::chrono::seconds(30);
+    while (true) {
+      OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+      Result<bool> applied = ApplyStepsLocked(*conn, version);
+      if (applied.ok() && *applied) return conn->Exec("COMMIT");
+      (void)conn->Exec("ROLLBACK");
+      if (!applied.ok()) return applied.status();
+      if (Clock::Real().SteadyNow() >= deadline) {
+        return FailedPreconditionError("knex's migration lock in " + quoted_schema_ +
+                                       ".backstage_backend_tasks__knex_migrations_lock stayed taken for 30 "
+                                       "s; if no Backstage backend is "
+                                       "migrating, free it (`knex migrate:unlock`, or set is_locked = 0)");
+      }
+      Pause(std::chrono::milliseconds(100));
+    }
+  }
+
+  // In its own short transaction, so that the window in which a knex migrator could see no table and then
+  // fail to create it is as short as one round trip.
+  Status CreateBookkeeping(postgres::PgConnection& conn) {
+    const SteadyTime deadline = Clock::Real().SteadyNow() + std::chrono::seconds(10);
+    while (true) {
+      OCTOP_RETURN_IF_ERROR(conn.Exec("BEGIN"));
+      Result<bool> done = CreateBookkeepingLocked(conn, Clock::Real().SteadyNow() < deadline);
+      if (!done.ok()) {
+        (void)conn.Exec("ROLLBACK");
+        return done.status();
+      }
+      if (*done) break;
+      // A Backstage backend is connected to this database and has not created knex's tables yet: it is about
+      // to, and creating them under it would fail its start. Give it the moment it needs.
+      (void)conn.Exec("ROLLBACK");
+      Pause(std::chrono::milliseconds(50));
+    }
+    OCTOP_RETURN_IF_ERROR(conn.Exec("COMMIT"));
+    // A lock table without its row: a knex migrator created it and is about to add the row (adding one too
+    // would make two). Wait for it; after that the migrator is gone and the row is added here.
+    for (int i = 0; i < 100; ++i) {
+      OCTOP_ASSIGN_OR_RETURN(PgResult rows,
+                             conn.ExecParams(Substitute(sql::kCountKnexLockRows, quoted_schema_), {}));
+      if (Count(rows, 0, 0) > 0) return Status::Ok();
+      Pause(std::chrono::milliseconds(100));
+    }
+    return conn.Exec(Substitute(sql::kInsertKnexLockRow, quoted_schema_));
+  }
+
+  // False (nothing created) while `may_wait` and a Backstage session for this plugin is connected but knex's
+  // tables are missing.
+  Result<bool> CreateBookkeepingLocked(postgres::PgConnection& conn, bool may_wait) {
     OCTOP_ASSIGN_OR_RETURN(PgResult locked,
-                           conn->ExecParams(std::string(sql::kAdvisoryLock), {"octop-migrate:" + schema_}));
+                           conn.ExecParams(std::string(sql::kAdvisoryLock), {"octop-migrate:" + schema_}));
     (void)locked;
-    OCTOP_RETURN_IF_ERROR(conn->Exec(Substitute(sql::kCreateBookkeeping, quoted_schema_)));
-    OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ReadApplied(*conn));
+    OCTOP_RETURN_IF_ERROR(conn.Exec(Substitute(sql::kCreateSchema, quoted_schema_)));
+    OCTOP_ASSIGN_OR_RETURN(PgResult tables, conn.ExecParams(std::string(sql::kBookkeepingTables), {schema_}));
+    std::set<std::string> present;
+    for (int i = 0; i < tables.rows(); ++i) present.insert(tables.Text(i, 0));
+    const bool knex_missing = !present.contains("backstage_backend_tasks__knex_migrations") ||
+                              !present.contains("backstage_backend_tasks__knex_migrations_lock");
+    if (knex_missing && may_wait && !backstage_application_name_.empty()) {
+      OCTOP_ASSIGN_OR_RETURN(PgResult sessions, conn.ExecParams(std::string(sql::kBackstageSessions),
+                                                                {backstage_application_name_}));
+      if (Count(sessions, 0, 0) > 0) return false;
+    }
+    std::string ddl;
+    if (!present.contains("backstage_backend_tasks__knex_migrations")) ddl += sql::kCreateKnexMigrations;
+    if (!present.contains("backstage_backend_tasks__knex_migrations_lock")) ddl += sql::kCreateKnexLock;
+    if (!present.contains("octop_migrations")) ddl += sql::kCreateOctopMigrations;
+    if (!ddl.empty()) OCTOP_RETURN_IF_ERROR(conn.Exec(Substitute(ddl, quoted_schema_)));
+    return true;
+  }
+
+  // Inside the transaction. False when knex's lock is committed as taken (the caller waits and retries).
+  Result<bool> ApplyStepsLocked(postgres::PgConnection& conn, int version) {
+    OCTOP_ASSIGN_OR_RETURN(PgResult locked,
+                           conn.ExecParams(std::string(sql::kAdvisoryLock), {"octop-migrate:" + schema_}));
+    (void)locked;
+    OCTOP_ASSIGN_OR_RETURN(PgResult knex_lock,
+                           conn.ExecParams(Substitute(sql::kTakeKnexLock, quoted_schema_), {}));
+    if (knex_lock.AffectedRows() == 0) return false;
+    OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ReadApplied(conn));
     for (int i = 0; i < version; ++i) {
       const MigrationStep& step = kMigrations[static_cast<std::size_t>(i)];
       if (std::find(applied.begin(), applied.end(), step.name) != applied.end()) continue;
-      OCTOP_RETURN_IF_ERROR(conn->Exec(Substitute(step.ddl, quoted_schema_)));
+      OCTOP_RETURN_IF_ERROR(conn.Exec(Substitute(step.ddl, quoted_schema_)));
       Result<PgResult> recorded =
-          step.knex ? conn->ExecParams(Substitute(sql::kRecordKnexMigration, quoted_schema_),
-                                       {std::string(step.name), NowParam()})
-                    : conn->ExecParams(Substitute(sql::kRecordOctopMigration, quoted_schema_),
-                                       {std::to_string(i + 1), std::string(step.name), NowParam()});
+          step.knex ? conn.ExecParams(Substitute(sql::kRecordKnexMigration, quoted_schema_),
+                                      {std::string(step.name), NowParam()})
+                    : conn.ExecParams(Substitute(sql::kRecordOctopMigration, quoted_schema_),
+                                      {std::to_string(i + 1), std::string(step.name), NowParam()});
       if (!recorded.ok()) return recorded.status();
     }
-    return conn->Exec("COMMIT");
+    OCTOP_ASSIGN_OR_RETURN(PgResult freed,
+                           conn.ExecParams(Substitute(sql::kFreeKnexLock, quoted_schema_), {}));
+    (void)freed;
+    return true;
   }
 
   Result<int> SchemaVersion() override {
@@ -931,7 +1048,8 @@ class PostgresStore final : public Store {
     OCTOP_ASSIGN_OR_RETURN(PgResult tables, conn.ExecParams(std::string(sql::kBookkeepingTables), {schema_}));
     bool knex = false, octop = false;
     for (int i = 0; i < tables.rows(); ++i) {
-      (tables.Text(i, 0) == "octop_migrations" ? octop : knex) = true;
+      if (tables.Text(i, 0) == "octop_migrations") octop = true;
+      if (tables.Text(i, 0) == "backstage_backend_tasks__knex_migrations") knex = true;
     }
     std::vector<std::string> names;
     if (knex) {
@@ -948,6 +1066,7 @@ class PostgresStore final : public Store {
   }
 
   const std::string conninfo_;
+  const std::string backstage_application_name_;
   const std::string schema_;
   const std::string quoted_schema_;
   const Clock* clock_;
@@ -962,12 +1081,77 @@ class PostgresStore final : public Store {
   postgres::WakeupSender wakeups_;
 };
 
+// Where a store's tables are: the connection string to use and the schema in it.
+struct Placement {
+  std::string conninfo;
+  std::string schema;
+  std::optional<std::string> database;  // a plugin's own database (PluginDivision::kDatabase)
+};
+
+Result<Placement> Place(const std::string& conninfo, const StoreOptions& options) {
+  OCTOP_RETURN_IF_ERROR(ValidateNamespace(options.ns));
+  if (!options.plugin_division) return Placement{conninfo, options.ns, std::nullopt};
+  const PluginDivision& division = *options.plugin_division;
+  if (division.mode == PluginDivision::Mode::kSchema) {
+    const std::string schema = division.schema_prefix + options.ns;
+    OCTOP_RETURN_IF_ERROR(ValidateNamespace(schema));
+    return Placement{conninfo, schema, std::nullopt};
+  }
+  const std::string database = division.prefix + options.ns;
+  if (database.size() > kMaxNamespaceBytes) {
+    return InvalidArgumentError("plugin database '" + database +
+                                "' is longer than 63 bytes: shorten the plugin id or the prefix");
+  }
+  OCTOP_ASSIGN_OR_RETURN(std::string plugin_conninfo, postgres::ConninfoWithDatabase(conninfo, database));
+  // Backstage never qualifies its table names, so in a plugin's database they resolve through the role's
+  // search_path; octop names `public` explicitly and checks at open that the two agree
+  // (EnsurePluginDatabase).
+  return Placement{std::move(plugin_conninfo), "public", database};
+}
+
+bool IsRaceLost(const Status& status) {
+  return status.message().find("SQLSTATE 42P04") != std::string::npos || IsUniqueViolation(status);
+}
+
+// Creates the plugin's database when it is missing, as Backstage's ensureExists does, unless the plugin's
+// tasks live in a schema of the URL's database: starting a second task table beside them would run every
+// global task twice across the two layouts, so that is refused until the operator picks one.
+Status EnsurePluginDatabase(const std::string& conninfo, const std::string& plugin_id,
+                            const Placement& placed) {
+  OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<postgres::PgConnection> admin,
+                         postgres::PgConnection::Open(conninfo));
+  OCTOP_ASSIGN_OR_RETURN(PgResult exists,
+                         admin->ExecParams(std::string(sql::kDatabaseExists), {*placed.database}));
+  if (exists.Bool(0, 0)) return Status::Ok();
+  OCTOP_ASSIGN_OR_RETURN(PgResult old_layout, admin->ExecParams(std::string(sql::kTaskTableIn), {plugin_id}));
+  if (old_layout.Bool(0, 0)) {
+    return FailedPreconditionError(
+        "the tasks of plugin '" + plugin_id + "' are in schema \"" + plugin_id +
+        "\" of the URL's database (octop's layout before plugin databases, or Backstage with "
+        "pluginDivisionMode: schema), but pluginDivisionMode is database, whose database \"" +
+        *placed.database +
+        "\" does not exist yet; set database.pluginDivisionMode: schema to keep them "
+        "(docs/store.md, \"Sharing a database with Backstage\")");
+  }
+  Status created = admin->Exec(Substitute(sql::kCreateDatabase, postgres::QuoteIdentifier(*placed.database)));
+  if (!created.ok() && !IsRaceLost(created)) {
+    return Status(created.code(), "cannot create database \"" + *placed.database + "\" for plugin '" +
+                                      plugin_id + "' (create it, or grant CREATEDB): " + created.message());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status ValidatePostgresNamespace(std::string_view ns) { return ValidateNamespace(ns); }
+Status ValidatePostgresNamespace(std::string_view ns, const std::optional<PluginDivision>& division) {
+  StoreOptions options;
+  options.ns = std::string(ns);
+  options.plugin_division = division;
+  // "postgresql://" parses (all defaults), so only the names are checked here.
+  return Place("postgresql://", options).status();
+}
 
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo, const StoreOptions& options) {
-  OCTOP_RETURN_IF_ERROR(ValidateNamespace(options.ns));
   char* error = nullptr;
   PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &error);
   if (parsed == nullptr) {
@@ -977,8 +1161,16 @@ Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo, co
     return InvalidArgumentError("invalid PostgreSQL connection string: " + message);
   }
   PQconninfoFree(parsed);
-  auto store = std::make_unique<PostgresStore>(conninfo, options);
+  OCTOP_ASSIGN_OR_RETURN(Placement placed, Place(conninfo, options));
+  if (placed.database) OCTOP_RETURN_IF_ERROR(EnsurePluginDatabase(conninfo, options.ns, placed));
+  StoreOptions placed_options = options;
+  placed_options.ns = placed.schema;
+  // Backstage's default application_name for its connections to a plugin's database (backend-defaults).
+  auto store = std::make_unique<PostgresStore>(
+      placed.conninfo, placed_options,
+      options.plugin_division ? "backstage_plugin_" + options.ns : std::string());
   OCTOP_RETURN_IF_ERROR(store->Connect());
+  if (placed.database) OCTOP_RETURN_IF_ERROR(store->CheckSearchPath(*placed.database));
   return std::unique_ptr<Store>(std::move(store));
 }
 

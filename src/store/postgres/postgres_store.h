@@ -3,16 +3,22 @@
 #define OCTOP_STORE_POSTGRES_POSTGRES_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "store/store.h"
 
 namespace octop::store {
 
-// `conninfo` is a libpq connection URI or keyword string. The namespace is a schema, created by Migrate().
+// `conninfo` is a libpq connection URI or keyword string. The namespace is a schema of that database, created
+// by Migrate(); a plugin's namespace (options.plugin_division set) is placed as Backstage places it: its own
+// database (created here when missing, tables in `public`) or a prefixed schema. kFailedPrecondition when a
+// plugin's database would split its tasks from where they are kept today (docs/store.md).
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo, const StoreOptions& options);
-// kInvalidArgument when `ns` cannot name a schema (what OpenPostgresStore checks first).
-Status ValidatePostgresNamespace(std::string_view ns);
+// kInvalidArgument when `ns` cannot name a schema, or with `division` the plugin's database or schema (what
+// OpenPostgresStore checks first).
+Status ValidatePostgresNamespace(std::string_view ns,
+                                 const std::optional<PluginDivision>& division = std::nullopt);
 
 }  // namespace octop::store
 

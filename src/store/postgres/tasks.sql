@@ -14,16 +14,23 @@ SELECT COALESCE($1::timestamptz, now());
 -- name: UpsertTask
 -- $2 id, $3 settings_json, $4-$6 start_at (insert), $7-$9 next_start_at (existing row).
 -- LEAST ignores NULLs in PostgreSQL: a NULL next_start_at keeps the stored value, a NULL stored value takes
--- next_start_at (a task switched from manual to a timed cadence starts running), otherwise the earlier one wins.
+-- next_start_at (a task switched from manual to a timed cadence starts running), otherwise the earlier one wins,
+-- unless a run ended at or after next_start_at: the occurrence it stands for (a cron occurrence less 1 s) was
+-- served, so a node starting now must not run it again (docs/scheduler.md, "One run per occurrence").
 INSERT INTO {ns}.backstage_backend_tasks__tasks AS t (id, settings_json, next_run_start_at)
 VALUES ($2, $3,
         CASE $4::int WHEN 1 THEN COALESCE($1::timestamptz, now()) + $6::interval
                      WHEN 2 THEN $5::timestamptz END)
 ON CONFLICT (id) DO UPDATE SET
   settings_json = excluded.settings_json,
-  next_run_start_at = LEAST(t.next_run_start_at,
-                            CASE $7::int WHEN 1 THEN COALESCE($1::timestamptz, now()) + $9::interval
-                                         WHEN 2 THEN $8::timestamptz END);
+  next_run_start_at = CASE
+    WHEN t.next_run_start_at IS NOT NULL
+         AND t.last_run_ended_at >= CASE $7::int WHEN 1 THEN COALESCE($1::timestamptz, now()) + $9::interval
+                                                 WHEN 2 THEN $8::timestamptz END
+      THEN t.next_run_start_at
+    ELSE LEAST(t.next_run_start_at,
+               CASE $7::int WHEN 1 THEN COALESCE($1::timestamptz, now()) + $9::interval
+                            WHEN 2 THEN $8::timestamptz END) END;
 
 -- name: PollTasks
 -- $2 a text[] of ids. The LEFT JOIN keeps one row (with NULL id) when no id matches, so db_now is always returned.

@@ -24,6 +24,10 @@ ON CONFLICT (id) DO UPDATE SET
     WHEN :next_start_at IS NULL THEN backstage_backend_tasks__tasks.next_run_start_at
     -- the task used to be manual and now has a timed cadence: start it (Backstage would keep NULL forever)
     WHEN backstage_backend_tasks__tasks.next_run_start_at IS NULL THEN :next_start_at
+    -- a run ended at or after the new time: the occurrence it stands for (a cron occurrence less 1 s) was
+    -- served, so a node starting now must not run it again (docs/scheduler.md, "One run per occurrence")
+    WHEN strftime('%Y-%m-%d %H:%M:%f', backstage_backend_tasks__tasks.last_run_ended_at) >= :next_start_at
+      THEN backstage_backend_tasks__tasks.next_run_start_at
     -- otherwise only ever move earlier
     WHEN :next_start_at < strftime('%Y-%m-%d %H:%M:%f', backstage_backend_tasks__tasks.next_run_start_at)
       THEN :next_start_at
