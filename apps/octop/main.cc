@@ -5,6 +5,7 @@
 // 2 a usage error; 3 octopd or the database cannot be reached.
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <octop/cron.h>
 #include <octop/json_depth.h>
 
 #include "daemon/daemon_config.h"
@@ -399,6 +401,77 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
   return 0;
 }
 
+struct CronArgs {
+  std::string expression;
+  std::string tz;
+  int count = 5;
+  std::string after;  // YYYY-MM-DDTHH:MM:SSZ; default now
+};
+
+// `instant` in zone `tz` ("" = local) as YYYY-MM-DDTHH:MM:SS+HH:MM. Uses the C library's zone rules through
+// TZ: the CLI is one thread.
+std::string ZonedTime(octop::WallTime instant, const std::string& tz) {
+  const char* saved = std::getenv("TZ");
+  const std::string previous = saved != nullptr ? saved : "";
+  if (!tz.empty()) ::setenv("TZ", tz.c_str(), 1);
+  ::tzset();
+  const std::time_t t = std::chrono::system_clock::to_time_t(instant);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  if (!tz.empty()) {
+    if (saved != nullptr) {
+      ::setenv("TZ", previous.c_str(), 1);
+    } else {
+      ::unsetenv("TZ");
+    }
+    ::tzset();
+  }
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+  const int offset_minutes = static_cast<int>(std::labs(tm.tm_gmtoff) / 60);  // under 26 h
+  char zone[16];
+  std::snprintf(zone, sizeof zone, "%c%02d:%02d", tm.tm_gmtoff < 0 ? '-' : '+', offset_minutes / 60 % 100,
+                offset_minutes % 60);
+  return std::string(date) + zone;
+}
+
+// The next fire times of a cron expression, as a scheduler would compute them (docs/cron.md).
+int CronNext(const Globals& g, const CronArgs& a) {
+  auto cron = octop::CronExpression::Parse(a.expression);
+  if (!cron.ok()) {
+    std::cerr << "octop: " << cron.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (!octop::IsKnownTimeZone(a.tz)) {
+    std::cerr << "octop: unknown time zone '" << a.tz << "'\n";
+    return kExitUsage;
+  }
+  octop::WallTime from = std::chrono::system_clock::now();
+  if (!a.after.empty()) {
+    std::tm tm{};
+    const char* end = ::strptime(a.after.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (end == nullptr || *end != '\0') {
+      std::cerr << "octop: --after must be YYYY-MM-DDTHH:MM:SSZ, got '" << a.after << "'\n";
+      return kExitUsage;
+    }
+    from = std::chrono::system_clock::from_time_t(::timegm(&tm));
+  }
+  Json out = Json::array();
+  for (int i = 0; i < a.count; ++i) {
+    auto next = cron->Next(from, a.tz);
+    if (!next.ok()) {
+      if (!g.json) std::cout << "(" << next.status().message() << ")\n";
+      break;
+    }
+    const std::string shown = ZonedTime(*next, a.tz);
+    out.push_back(shown);
+    if (!g.json) std::cout << shown << "\n";
+    from = *next;
+  }
+  if (g.json) std::cout << out.dump() << "\n";
+  return 0;
+}
+
 int Doctor(const Globals& g, std::vector<std::string> plugins) {
   if (!g.database) {
     std::cerr << "octop: doctor needs --database or --config\n";
@@ -491,6 +564,20 @@ int main(int argc, char** argv) {
   auto* doctor = app.add_subcommand("doctor", "check the database, schema versions and clock skew");
   doctor->add_option("--plugin", plugins, "plugin namespaces (default: the config's plugins)");
 
+  CronArgs cron_args;
+  auto* cron = app.add_subcommand("cron", "cron expressions");
+  cron->require_subcommand(1);
+  auto* cron_next =
+      cron->add_subcommand("next", "the next fire times of a cron expression, with their offsets");
+  cron_next->add_option("expression", cron_args.expression, "e.g. '0 2 * * *' (5 or 6 fields)")->required();
+  cron_next->add_option("--tz", cron_args.tz, "IANA time zone (default: this machine's)");
+  cron_next->add_option("-n,--count", cron_args.count, "how many (1-1000)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cron_next->add_option("--after", cron_args.after,
+                        "start after this instant, YYYY-MM-DDTHH:MM:SSZ (default now)");
+  cron_next->add_flag("--json", g.json, "machine-readable output");
+
   JobArgs job;
   auto* jobs = app.add_subcommand("jobs", "the job queue of a running octopd");
   jobs->require_subcommand(1);
@@ -553,6 +640,7 @@ int main(int argc, char** argv) {
                                                  : octop::PluginDivision::Mode::kDatabase;
   }
   try {
+    if (*cron_next) return CronNext(g, cron_args);
     if (*tasks) return Tasks(g, plugin);
     if (*trigger) return Act(g, "trigger", p, id);
     if (*cancel) return Act(g, "cancel", p, id);

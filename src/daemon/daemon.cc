@@ -242,6 +242,8 @@ Status Daemon::Start() {
   http_options.host = config_.http.host;
   http_options.port = config_.http.port;
   http_options.token = config_.http.token;
+  http_options.protect_reads = config_.http.protect_reads;
+  http_options.protect_metrics = config_.http.protect_metrics;
   http_options.allowed_hosts = config_.http.allowed_hosts;
   http_options.web_root = web_root_;
   http_options.warn = [](std::string_view message) { spdlog::warn("{}", message); };

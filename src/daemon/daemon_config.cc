@@ -172,6 +172,13 @@ class Section {
     return std::optional<std::string>(v->get<std::string>());
   }
 
+  Result<std::optional<bool>> OptionalBool(std::string_view key) {
+    const Json* v = Get(key);
+    if (v == nullptr) return std::optional<bool>();
+    if (!v->is_boolean()) return InvalidArgumentError(Where(key) + "expected true or false, got " + Show(*v));
+    return std::optional<bool>(v->get<bool>());
+  }
+
   Result<std::string> RequiredString(std::string_view key) {
     OCTOP_ASSIGN_OR_RETURN(auto v, OptionalString(key));
     if (!v || v->empty())
@@ -513,6 +520,14 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
       OCTOP_ASSIGN_OR_RETURN(config.http.token, h.OptionalString("token"));
       if (config.http.token && config.http.token->size() < 16) {
         return InvalidArgumentError(h.Where("token") + "a bearer token must be at least 16 characters");
+      }
+      for (auto [key, flag] : {std::pair{"protectReads", &config.http.protect_reads},
+                               std::pair{"protectMetrics", &config.http.protect_metrics}}) {
+        OCTOP_ASSIGN_OR_RETURN(auto value, h.OptionalBool(key));
+        if (value) *flag = *value;
+        if (*flag && !config.http.token) {
+          return InvalidArgumentError(h.Where(key) + "needs http.token: there is no token to ask for");
+        }
       }
       if (const Json* hosts = h.Get("allowedHosts")) {
         if (!hosts->is_array()) {

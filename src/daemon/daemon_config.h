@@ -85,6 +85,8 @@ struct HttpConfig {
   std::string host = "127.0.0.1";
   int port = 7007;
   std::optional<std::string> token;  // bearer token required for POST when set
+  bool protect_reads = false;        // http.protectReads: API GETs need the token too
+  bool protect_metrics = false;      // http.protectMetrics: /metrics needs the token
   // http.allowedHosts: names a Host header may carry besides IP literals and localhost (ApiServerOptions).
   std::vector<std::string> allowed_hosts;
 };

@@ -428,7 +428,12 @@ Status ApiServer::Start() {
       if (!match) continue;
       path_matched = true;
       if (route.method != req.method && !(req.method == "HEAD" && route.method == "GET")) continue;
-      if (req.method == "POST" && options_.token) {
+      const bool probe = req.path == "/healthz" || req.path == "/readyz";
+      const bool metrics = req.path == "/metrics";
+      const bool needs_token =
+          options_.token.has_value() &&
+          (req.method == "POST" || (metrics ? options_.protect_metrics : !probe && options_.protect_reads));
+      if (needs_token) {
         const std::string auth = req.get_header_value("Authorization");
         constexpr std::string_view kBearer = "Bearer ";
         const bool ok = auth.starts_with(kBearer) &&

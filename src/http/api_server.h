@@ -62,6 +62,10 @@ struct ApiServerOptions {
   std::string host = "127.0.0.1";  // default loopback only
   int port = 7007;                 // 0 = an ephemeral port (see ApiServer::port())
   std::optional<std::string> token;
+  // With a token: GETs of the API need it too (the dashboard's files and the probes stay open), and /metrics
+  // needs it when protect_metrics is set (docs/reliability.md, "Threat model").
+  bool protect_reads = false;
+  bool protect_metrics = false;
   // Host names, besides IP literals and localhost, that requests may name in their Host header (e.g. the
   // name a reverse proxy forwards). Compared without the port, case-insensitively.
   std::vector<std::string> allowed_hosts;

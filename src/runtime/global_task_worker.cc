@@ -16,6 +16,8 @@ namespace octop::runtime {
 namespace {
 
 constexpr std::chrono::hours kMaxSleep{1};
+// The shortest lease a timed-out run holds while it is being stopped (three checks, at least this).
+constexpr std::chrono::seconds kStopLease{5};
 // How long a notification wait blocks before re-checking the stop token (the store's Wait also honours it).
 constexpr std::chrono::milliseconds kListenWait{500};
 // A poll that finds a task due but not yet ready is repeated at once, at most kMaxEarlyPolls times in a row.
@@ -175,12 +177,13 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
             if (now >= *run.deadline) {
               run.deadline_fired = true;
               run.stop.request_stop();
+              run.next_check = now;  // hold the lease at once while the run is being stopped
             } else {
               wake_at = std::min(wake_at, *run.deadline);
             }
           }
           if (now >= run.next_check) {
-            checks.push_back({task.id, run.ticket});
+            checks.push_back({task.id, run.ticket, run.deadline_fired && !run.fn_returned});
             run.next_check = now + context_.work_check_frequency;
           }
           wake_at = std::min(wake_at, run.next_check);
@@ -202,7 +205,12 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
     finished.clear();
 
     for (const TicketCheck& check : checks) {
-      Result<bool> valid = store_.CheckTaskTicket({check.id, check.ticket});
+      // A timed-out run still stopping keeps its lease, so no janitor frees the task while its process may
+      // live; the lease outlasts a missed check or two (docs/scheduler.md, "Timeouts").
+      std::optional<std::chrono::microseconds> lease;
+      if (check.stopping)
+        lease = std::max<std::chrono::microseconds>(3 * context_.work_check_frequency, kStopLease);
+      Result<bool> valid = store_.CheckTaskTicket({check.id, check.ticket, lease});
       if (!valid.ok()) {
         context_.Log(LogLevel::kWarn, "Failed to check the liveness of task " + Name(plugin_id_, check.id) +
                                           ", " + valid.status().ToString());
@@ -355,6 +363,8 @@ void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {
       context_.Log(LogLevel::kError, "Task " + Name(plugin_id_, task->id) + " failed, " + *outcome.error);
     }
   }
+
+  run->fn_returned = true;  // from here a lease extension would only delay a janitor (see the poll loop)
 
   store::TimeSpec next_run = store::NullTime{};
   if (Result<store::TimeSpec> next = run->db_cadence.NextRunAfterRun(DatabaseNowEstimate(), run->due_at);

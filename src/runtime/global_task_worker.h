@@ -85,6 +85,8 @@ class GlobalTaskWorker {
     std::stop_source stop;
     std::optional<SteadyTime> deadline;  // the timeout
     bool deadline_fired = false;
+    // The task function has returned (its process, if any, is gone); only the release may still be pending.
+    std::atomic<bool> fn_returned{false};
     SteadyTime next_check;  // the next liveness check
     bool done = false;      // released (or given up); join and discard
     std::thread thread;
@@ -104,6 +106,9 @@ class GlobalTaskWorker {
   struct TicketCheck {
     std::string id;
     std::string ticket;
+    // Its timeout fired and the task function has not returned yet: the check also extends the lease. Once it
+    // has returned, a release that keeps failing must not keep the row from the janitor.
+    bool stopping = false;
   };
 
   void PollLoop(std::stop_token stop);

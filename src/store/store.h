@@ -126,10 +126,13 @@ struct ClaimedRun {
   std::optional<WallTime> due_at;
 };
 
-// Is `ticket` still the task's current ticket? (the liveness check; read-only)
+// Is `ticket` still the task's current ticket? (the liveness check; read-only unless extend_lease is set)
 struct CheckTaskTicketParams {
   std::string id;
   std::string ticket;
+  // Set while the owner stops its own timed-out run: the run's expiry moves to at least now + extend_lease,
+  // so no janitor frees the task while its process may still live (docs/scheduler.md, "Timeouts").
+  std::optional<std::chrono::microseconds> extend_lease;
 };
 
 // End a run we own: clears current_run_*, sets last_run_ended_at = now, last_run_error_json = error_json

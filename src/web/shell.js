@@ -55,8 +55,20 @@
     }
   }
 
+  // A GET. An octopd with http.protectReads answers 401 without the token: ask for it (one form for every
+  // request waiting on it) and retry; closing the form leaves the error to the caller.
   async function getJson(url) {
-    const r = await request('GET', url, token());
+    let bearer = token();
+    let r = await request('GET', url, bearer);
+    while (r.status === 401) {
+      const rejected = Boolean(bearer);
+      if (rejected) setToken(null);
+      bearer = await askForToken(rejected ? 'That token was rejected; enter the current one.'
+        : 'This octopd requires a bearer token to read.');
+      if (!bearer) break;
+      r = await request('GET', url, bearer);
+      if (r.status !== 401) setToken(bearer);
+    }
     if (!r.ok) throw new Error(F.describeApiError(r.status, r.body));
     return JSON.parse(r.body);
   }

@@ -151,6 +151,22 @@ TEST_F(CliBadInputTest, ABadPluginAmongGoodOnesMigratesNothing) {
   ExpectUsageError({"--database", "sqlite:" + db_dir_.string(), "migrate", "--plugin", "../escape"});
 }
 
+TEST_F(CliBadInputTest, CronNextPreviewsFireTimesWithTheirOffsets) {
+  // Across New York's spring-forward gap: 02:30 does not exist on 8 March, and the run falls at 03:00 EDT.
+  Outcome r = RunOctop({"cron", "next", "0 30 2 * * *", "--tz", "America/New_York", "-n", "3", "--after",
+                        "2026-03-07T00:00:00Z"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "2026-03-07T02:30:00-05:00\n2026-03-08T03:00:00-04:00\n2026-03-09T02:30:00-04:00\n");
+  Outcome json = RunOctop({"cron", "next", "0 2 * * *", "--tz", "Europe/Paris", "-n", "2", "--after",
+                           "2026-03-28T00:00:00Z", "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out, "[\"2026-03-28T02:00:00+01:00\",\"2026-03-29T03:00:00+02:00\"]\n");
+  ExpectUsageError({"cron", "next", "61 * * * *"}, "out of range");
+  ExpectUsageError({"cron", "next", "* * * * *", "--tz", "Mars/Olympus"}, "unknown time zone");
+  ExpectUsageError({"cron", "next", "* * * * *", "--after", "yesterday"}, "--after");
+  ExpectUsageError({"cron", "next", "* * * * *", "-n", "0"});
+}
+
 TEST_F(CliBadInputTest, BadJsonPayloadsAreUsageErrors) {
   for (const std::string& payload : std::vector<std::string>{"{bad", "", "{\"a\":1}}", "\xff\xfe", "[1,2",
                                                              "nul", std::string(5000, '[')}) {

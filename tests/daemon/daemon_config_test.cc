@@ -225,6 +225,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"http: {listen: 'nowhere'}", "http.listen: expected host:port, got 'nowhere'"},
         BadCase{"http: {listen: 'h:99999'}", "port must be 0-65535, got '99999'"},
         BadCase{"http: {token: short}", "at least 16 characters"},
+        BadCase{"http: {protectReads: true}", "http.protectReads: needs http.token"},
+        BadCase{"http: {token: 0123456789abcdef, protectMetrics: 'yes'}", "expected true or false"},
         // What a start refuses, --check refuses too (both read the file through ParseDaemonConfig).
         BadCase{"database: 'mysql://db/x'", "database: unknown database URL 'mysql://db/x'"},
         BadCase{"database: {connection: 'postgresql://h/db', pluginDivisionMode: tables}",

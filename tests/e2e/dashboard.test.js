@@ -14,8 +14,8 @@ after(closeSharedBrowser);
 const TOKEN = 'e2e-token-0123456789abcdef';
 
 // One octopd and one browser page for a test, torn down after it.
-async function setup(t, { token, colorScheme } = {}) {
-  const octopd = await Octopd.start({ token });
+async function setup(t, { token, colorScheme, protectReads, waitForTasks = true } = {}) {
+  const octopd = await Octopd.start({ token, protectReads });
   let browser;
   try {
     browser = await openContext({ colorScheme });
@@ -30,7 +30,7 @@ async function setup(t, { token, colorScheme } = {}) {
     assert.deepEqual(exit, { code: 0, signal: null }, `octopd stopped gracefully; its output:\n${octopd.output}`);
   });
   await browser.page.goto(`${octopd.base}/`);
-  await browser.page.waitForSelector('tr.task[data-task="heartbeat"]', { timeout: 15000 });
+  if (waitForTasks) await browser.page.waitForSelector('tr.task[data-task="heartbeat"]', { timeout: 15000 });
   return { octopd, page: browser.page };
 }
 
@@ -178,6 +178,21 @@ test('Trigger on a running task shows the 409 message; Cancel stops it', async (
   const notRunning = idle.locator('.action-message[data-kind="error"] .text');
   await notRunning.waitFor({ timeout: 5000 });
   assert.equal(await textOf(notRunning), 'Conflict: Task rebuild-index is not running (HTTP 409)');
+});
+
+test('with reads protected, the dashboard asks for the token before it shows anything, then shows the tasks', async (t) => {
+  const { octopd, page } = await setup(t, { token: TOKEN, protectReads: true, waitForTasks: false });
+  // The API refuses a read without the token; the probe does not.
+  assert.equal((await fetch(`${octopd.base}/api/octop/v1/plugins`)).status, 401);
+  assert.equal((await fetch(`${octopd.base}/healthz`)).status, 200);
+  const dialog = page.locator('#token-dialog[open]');
+  await dialog.waitFor({ state: 'visible', timeout: 15000 });
+  assert.match(await textOf(page.locator('#token-error')), /requires a bearer token to read/);
+  assert.equal(await row(page, 'demo', 'heartbeat').count(), 0, 'no task is shown before the token');
+  await page.fill('#token-input', TOKEN);
+  await page.click('#token-submit');
+  await page.waitForSelector('tr.task[data-task="heartbeat"]', { timeout: 15000 });
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('octop.token')), TOKEN);
 });
 
 test('with a token configured, a 401 asks for it once, keeps it, and the retry succeeds', async (t) => {

@@ -36,13 +36,13 @@ export async function waitFor(probe, { timeout = 15000, interval = 50, what = 'c
 // The example-like configuration: the task kinds of examples/octop.yaml, with marker files in `dir` and a
 // second plugin, and job handlers: greet (succeeds), sync-ledger (fails with a message on stderr until the
 // marker file ledger.ok exists) and report on queue "reports". `token`: sets http.token.
-export function exampleConfig(dir, { token } = {}) {
+export function exampleConfig(dir, { token, protectReads } = {}) {
   const q = (s) => `'${s.replaceAll("'", "''")}'`;
   const marker = (name) => path.join(dir, name);
   return `database: sqlite:${path.join(dir, 'data')}
 http:
   listen: 127.0.0.1:0
-${token ? `  token: ${q(token)}\n` : ''}scheduler:
+${token ? `  token: ${q(token)}\n` : ''}${protectReads ? '  protectReads: true\n' : ''}scheduler:
   workCheckFrequency: 200ms
   janitorInterval: 1s
 plugins:
@@ -95,14 +95,14 @@ jobs:
 
 // A running octopd with its own temp directory. Use `await Octopd.start(...)`, then `stop()`.
 export class Octopd {
-  static async start({ token } = {}) {
+  static async start({ token, protectReads } = {}) {
     if (!existsSync(octopdPath)) {
       throw new Error(`octopd not found at ${octopdPath}: build it, or set OCTOPD_BINARY to its path`);
     }
     const d = new Octopd();
     d.dir = mkdtempSync(path.join(tmpdir(), 'octop-e2e-'));
     d.configPath = path.join(d.dir, 'octop.yaml');
-    writeFileSync(d.configPath, exampleConfig(d.dir, { token }));
+    writeFileSync(d.configPath, exampleConfig(d.dir, { token, protectReads }));
     const args = ['--config', d.configPath];
     if (process.env.OCTOP_WEB_ROOT) args.push('--web-root', process.env.OCTOP_WEB_ROOT);
     d.output = '';

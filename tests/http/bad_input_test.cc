@@ -349,6 +349,31 @@ TEST_F(BadInputTest, BearerTokenGuardsEveryPostAndGetsStayOpen) {
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
+TEST_F(BadInputTest, ProtectedReadsNeedTheTokenWhileProbesStayOpen) {
+  const std::string auth = "Authorization: Bearer s3cret-token\r\n";
+  StartServer({.token = std::string("s3cret-token"), .protect_reads = true});
+  for (const std::string target : {"/api/demo/.backstage/scheduler/v1/tasks", "/api/octop/v1/jobs",
+                                   "/api/octop/v1/plugins", "/api/octop/v1/jobs/summary"}) {
+    RawResponse refused =
+        SendRaw(port(), Request("GET", target, "", "Authorization: Bearer wrong-token!\r\n"));
+    EXPECT_EQ(refused.status, 401) << target;
+    ExpectJsonError(refused, "read " + target);
+    EXPECT_EQ(refused.body.find("\"jobs\":"), std::string::npos) << "nothing of the answer leaks";
+    EXPECT_EQ(SendRaw(port(), Request("GET", target)).status, 401) << target;
+    EXPECT_EQ(SendRaw(port(), Request("GET", target, "", auth)).status, 200) << target;
+  }
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/healthz")).status, 200);
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/readyz")).status, 200);
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/metrics")).status, 200) << "metrics are guarded on their own";
+  server_->Stop();
+
+  StartServer({.token = std::string("s3cret-token"), .protect_metrics = true});
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/metrics")).status, 401);
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/metrics", "", auth)).status, 200);
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/api/octop/v1/plugins")).status, 200) << "reads stay open";
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/healthz")).status, 200);
+}
+
 TEST_F(BadInputTest, BindingBeyondLoopbackWithoutATokenWarns) {
   std::vector<std::string> warnings;
   StartServer({.host = "0.0.0.0", .warn = [&](std::string_view w) { warnings.emplace_back(w); }});

@@ -430,6 +430,38 @@ TEST_P(GlobalTaskTest, TheTimeoutRequestsStop) {
   ASSERT_TRUE(WaitReleased(plugin, "task1"));
 }
 
+// A run that outlives its stop (a command in its kill grace) keeps its lease: no janitor frees the task while
+// it may still run, and its owner's release then sets the next run by the cadence (not at once, as after a
+// sweep).
+TEST_P(GlobalTaskTest, ARunStillStoppingAfterItsTimeoutKeepsItsLease) {
+  PluginScheduler& plugin = Node();
+  Gate& running = Make<Gate>();
+  Gate& stopping = Make<Gate>();
+  TaskDefinition task = Global("task1", Iso("PT1H"), [&](std::stop_token s) {
+    running.Wait(s);
+    stopping.Wait(std::stop_token());
+  });
+  task.timeout = Iso("PT2S");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.Advance(2s);
+  ASSERT_TRUE(running.WaitUntilStopObserved());
+  store::Store& db = Direct(clock_);
+  ASSERT_TRUE(Eventually([&] {
+    auto row = Row(db, "task1");
+    return row && row->current_run_expires_at.has_value() && *row->current_run_expires_at > t0_ + 2s;
+  }));
+  clock_.Advance(3s);  // past the claim's own expiry
+  auto swept = db.SweepExpiredTaskRuns({.error_json = SerializeErrorMessage("Task timed out")});
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty());
+  EXPECT_TRUE(Row(db, "task1")->current_run_ticket.has_value());
+  stopping.Open();
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 1h);
+}
+
 TEST_P(GlobalTaskTest, ALivenessCheckStopsARunWhoseTicketWasClearedElsewhere) {
   PluginScheduler& plugin = Node(&logs_);
   Gate& gate = Make<Gate>();

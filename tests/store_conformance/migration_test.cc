@@ -9,6 +9,30 @@
 namespace octop::store::testing {
 namespace {
 
+// A task row as a release before migration 3 (or a Backstage backend of that age) wrote it. UpsertTask is not
+// used for this: octop registers tasks only in a schema it has migrated to the latest version, and its upsert
+// reads a column migration 3 adds.
+Status InsertOldRow(Store& store, const std::string& id, const std::string& settings, WallTime next) {
+  using namespace std::chrono;
+  const auto ms = floor<milliseconds>(next);
+  const auto day = floor<days>(ms);
+  const year_month_day ymd{day};
+  const hh_mm_ss<milliseconds> hms{ms - day};
+  char text[32];
+  std::snprintf(text, sizeof text, "%04d-%02u-%02u %02d:%02d:%02d.%03lld", static_cast<int>(ymd.year()),
+                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
+                static_cast<int>(hms.seconds().count()), static_cast<long long>(hms.subseconds().count()));
+  return store.WithTransaction([&](StoreTransaction& tx) -> Status {
+    return tx
+        .Execute(
+            "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
+            "VALUES ($1, $2, $3)",
+            {id, settings, std::string(text)})
+        .status();
+  });
+}
+
 using std::chrono::minutes;
 
 std::vector<std::string> AllNames() { return {std::begin(kMigrationNames), std::end(kMigrationNames)}; }
@@ -118,22 +142,19 @@ TEST_P(StoreMigrations, MigrateToRejectsVersionsOutOfRange) {
 // migration.
 TEST_P(StoreMigrations, UpgradeFromTheFirstSchemaKeepsRowsAndAddsColumns) {
   OCTOP_ASSERT_OK(store_->MigrateTo(1));
-  OCTOP_ASSERT_OK(store_->UpsertTask({.id = "idle",
-                                      .settings_json = std::string(kDurationSettings),
-                                      .start_at = DbNowPlus{minutes(5)},
-                                      .next_start_at = DbNowPlus{minutes(5)}}));
-  OCTOP_ASSERT_OK(store_->UpsertTask({.id = "busy",
-                                      .settings_json = std::string(kCronSettings),
-                                      .start_at = DbNowPlus{},
-                                      .next_start_at = DbNowPlus{}}));
+  OCTOP_ASSERT_OK(InsertOldRow(*store_, "idle", std::string(kDurationSettings), t0() + minutes(5)));
+  OCTOP_ASSERT_OK(InsertOldRow(*store_, "busy", std::string(kCronSettings), t0()));
   auto claimed = store_->TryClaimTask({.id = "busy", .ticket = "t-1", .timeout = minutes(1)});
   OCTOP_ASSERT_OK(claimed);
   ASSERT_TRUE(claimed->has_value());
   EXPECT_FALSE(store_
-                   ->UpsertTask({.id = "manual",
-                                 .settings_json = std::string(kManualSettings),
-                                 .start_at = NullTime{},
-                                 .next_start_at = NullTime{}})
+                   ->WithTransaction([](StoreTransaction& tx) -> Status {
+                     return tx
+                         .Execute(
+                             "INSERT INTO backstage_backend_tasks__tasks (id, settings_json) VALUES ($1, $2)",
+                             {std::string("manual"), std::string(kManualSettings)})
+                         .status();
+                   })
                    .ok())
       << "next_run_start_at is NOT NULL in the first schema";
 
@@ -183,10 +204,14 @@ TEST_P(StoreMigrations, UpgradeFromEveryEarlierVersion) {
     auto node = OpenNode(options, ns_ + "_v" + std::to_string(from));
     ASSERT_NE(node, nullptr);
     OCTOP_ASSERT_OK(node->MigrateTo(from));
-    OCTOP_ASSERT_OK(node->UpsertTask({.id = "row",
-                                      .settings_json = std::string(kDurationSettings),
-                                      .start_at = AbsoluteTime{t0()},
-                                      .next_start_at = AbsoluteTime{t0()}}));
+    if (from < 3) {
+      OCTOP_ASSERT_OK(InsertOldRow(*node, "row", std::string(kDurationSettings), t0()));
+    } else {
+      OCTOP_ASSERT_OK(node->UpsertTask({.id = "row",
+                                        .settings_json = std::string(kDurationSettings),
+                                        .start_at = AbsoluteTime{t0()},
+                                        .next_start_at = AbsoluteTime{t0()}}));
+    }
     OCTOP_ASSERT_OK(node->Migrate());
     auto version = node->SchemaVersion();
     OCTOP_ASSERT_OK(version);

@@ -291,6 +291,24 @@ TEST_P(StoreConformance, ClaimFailsWhenNotDueOrMissing) {
   EXPECT_FALSE(Claim("missing", "t").has_value());
 }
 
+TEST_P(StoreConformance, ACheckThatExtendsTheLeaseOnlyEverLengthensItForItsOwner) {
+  AddTask("a", DbNowPlus{});
+  ASSERT_TRUE(Claim("a", "mine").has_value());  // expires at t0 + 1 min
+  auto other = store_->CheckTaskTicket({.id = "a", .ticket = "other", .extend_lease = minutes(5)});
+  OCTOP_ASSERT_OK(other);
+  EXPECT_FALSE(*other);
+  EXPECT_EQ(Show(Row("a").current_run_expires_at), Show(t0() + minutes(1)));
+  auto shorter = store_->CheckTaskTicket({.id = "a", .ticket = "mine", .extend_lease = seconds(5)});
+  OCTOP_ASSERT_OK(shorter);
+  EXPECT_TRUE(*shorter);
+  EXPECT_EQ(Show(Row("a").current_run_expires_at), Show(t0() + minutes(1)));
+  clock_.Advance(seconds(58));
+  auto longer = store_->CheckTaskTicket({.id = "a", .ticket = "mine", .extend_lease = seconds(5)});
+  OCTOP_ASSERT_OK(longer);
+  EXPECT_TRUE(*longer);
+  EXPECT_EQ(Show(Row("a").current_run_expires_at), Show(t0() + seconds(63)));
+}
+
 TEST_P(StoreConformance, CheckTicketIsTrueOnlyForTheCurrentOwner) {
   AddTask("a", DbNowPlus{});
   ASSERT_TRUE(Claim("a", "mine").has_value());

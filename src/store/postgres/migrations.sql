@@ -5,7 +5,7 @@
 --
 -- The first three rebuild Backstage's knex migrations and are recorded, under Backstage's file names, in knex's own
 -- bookkeeping tables (same DDL as knex creates on PostgreSQL), so a schema a Backstage backend migrated is
--- recognised and vice versa. {ns} is the schema, a quoted identifier. docs/store.md, "Migrations beside knex".
+-- recognised and vice versa. {ns} is the schema, a quoted identifier. docs/store.md, "PostgreSQL: migrations beside knex".
 
 -- name: CreateSchema
 CREATE SCHEMA IF NOT EXISTS {ns};

@@ -249,6 +249,7 @@ class PostgresStore final : public Store {
         poll_(Make("PollTasks", sql::kPollTasks)),
         claim_(Make("TryClaimTask", sql::kTryClaimTask)),
         check_(Make("CheckTaskTicket", sql::kCheckTaskTicket)),
+        extend_lease_(Make("ExtendTaskLease", sql::kExtendTaskLease)),
         release_(Make("TryReleaseTask", sql::kTryReleaseTask)),
         trigger_(Make("TriggerTask", sql::kTriggerTask)),
         cancel_(Make("CancelTask", sql::kCancelTask)),
@@ -321,9 +322,9 @@ class PostgresStore final : public Store {
     return migrated;
   }
 
-  // Migrating beside other octop nodes and Backstage backends (docs/store.md, "Migrations beside knex"): a
-  // node that loses a race to create a schema or table (another session created it first) tries again, and
-  // then finds it.
+  // Migrating beside other octop nodes and Backstage backends (docs/store.md, "PostgreSQL: migrations beside
+  // knex"): a node that loses a race to create a schema or table (another session created it first) tries
+  // again, and then finds it.
   Status ApplyMigrations(int version) {
     constexpr int kAttempts = 5;
     for (int attempt = 1;; ++attempt) {
@@ -545,6 +546,11 @@ class PostgresStore final : public Store {
 
   Result<bool> CheckTaskTicket(const CheckTaskTicketParams& params) override {
     if (!IsStorableText(params.id) || !IsStorableText(params.ticket)) return false;
+    if (params.extend_lease) {
+      OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(extend_lease_, {NowParam(), params.id, params.ticket,
+                                                             FormatInterval(*params.extend_lease)}));
+      return r.rows() == 1;
+    }
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(check_, {params.id, params.ticket}));
     return r.rows() == 1;
   }
@@ -1071,8 +1077,8 @@ class PostgresStore final : public Store {
   const std::string quoted_schema_;
   const Clock* clock_;
   ConnectionPool pool_;
-  const Statement db_now_, upsert_, poll_, claim_, check_, release_, trigger_, cancel_, sweep_, list_all_,
-      list_ids_, delete_;
+  const Statement db_now_, upsert_, poll_, claim_, check_, extend_lease_, release_, trigger_, cancel_, sweep_,
+      list_all_, list_ids_, delete_;
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_, retry_job_,
       cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, job_stats_, next_job_due_,
       set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_, list_config_;

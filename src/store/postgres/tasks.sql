@@ -54,6 +54,13 @@ RETURNING current_run_started_at, current_run_expires_at, next_run_start_at;
 -- name: CheckTaskTicket
 SELECT 1 FROM {ns}.backstage_backend_tasks__tasks WHERE id = $1 AND current_run_ticket = $2;
 
+-- name: ExtendTaskLease
+-- $2 id, $3 ticket, $4 interval: the expiry becomes at least now + $4, only while the ticket is ours.
+UPDATE {ns}.backstage_backend_tasks__tasks
+SET current_run_expires_at = greatest(current_run_expires_at, COALESCE($1::timestamptz, now()) + $4::interval)
+WHERE id = $2 AND current_run_ticket = $3
+RETURNING 1;
+
 -- name: TryReleaseTask
 -- $2 id, $3 ticket, $4-$6 next_run, $7 error json. In SET, next_run_start_at is the value before the update.
 UPDATE {ns}.backstage_backend_tasks__tasks

@@ -843,6 +843,15 @@ class SqliteStore final : public Store {
 
   Result<bool> CheckTaskTicket(const CheckTaskTicketParams& params) override {
     return Guard([&](Connection& conn) -> Result<bool> {
+      if (params.extend_lease) {
+        const std::string now = Now(conn);
+        Stmt row(conn, sql::kExtendTaskLease);
+        row.Bind(":id", params.id)
+            .Bind(":ticket", params.ticket)
+            .Bind(":now", now)
+            .Bind(":lease", OffsetModifier(*params.extend_lease));
+        return row.Step();
+      }
       Stmt row(conn, sql::kCheckTaskTicket);
       row.Bind(":id", params.id).Bind(":ticket", params.ticket);
       return row.Step();

@@ -56,6 +56,14 @@ RETURNING current_run_started_at, current_run_expires_at, next_run_start_at;
 -- name: CheckTaskTicket
 SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = :id AND current_run_ticket = :ticket;
 
+-- name: ExtendTaskLease
+-- The expiry becomes at least :now + :lease (a modifier), only while the ticket is ours.
+UPDATE backstage_backend_tasks__tasks
+SET current_run_expires_at = max(strftime('%Y-%m-%d %H:%M:%f', current_run_expires_at),
+                                 strftime('%Y-%m-%d %H:%M:%f', :now, :lease))
+WHERE id = :id AND current_run_ticket = :ticket
+RETURNING 1;
+
 -- name: ReleaseTask
 -- :period set: fixed rate, max(previous + period, now), a NULL previous counting as now. Otherwise :next_at (resolved
 -- by NowPlus, possibly NULL).
