@@ -3,6 +3,7 @@
 #include "store/sqlite/sqlite_store.h"
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -276,6 +277,37 @@ TEST(SqliteStore, ConcurrentMigrateFromProcesses) {
   EXPECT_EQ(raw.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations"), "3");
   EXPECT_EQ(raw.Scalar("SELECT count(*) FROM octop_migrations"), std::to_string(kLatestSchemaVersion - 3));
   EXPECT_EQ(raw.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations_lock"), "1");
+}
+
+// A 0-byte file that was not just created (a truncated database) is refused; a fresh 0-byte file (a node
+// creating it this instant) and a 0-byte file whose data sits in the write-ahead log are opened.
+TEST(SqliteStoreFiles, AnOldEmptyFileIsRefusedAFreshOneOpened) {
+  TempDir dir;
+  const std::filesystem::path file = dir.File("jobs");
+  { std::ofstream touch(file); }
+  StoreOptions options;
+  options.ns = "jobs";
+  EXPECT_TRUE(OpenSqliteStore(dir.str(), options).ok()) << "a file created a moment ago";
+
+  std::filesystem::resize_file(file, 0);
+  std::filesystem::remove(file.string() + "-wal");
+  std::filesystem::remove(file.string() + "-shm");
+  std::filesystem::last_write_time(file,
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
+  auto refused = OpenSqliteStore(dir.str(), options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("truncated"), std::string::npos) << refused.status().message();
+
+  {
+    std::ofstream wal(file.string() + "-wal");
+    wal << "not empty";
+  }
+  std::filesystem::last_write_time(file,
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
+  auto with_wal = OpenSqliteStore(dir.str(), options);
+  EXPECT_NE(with_wal.status().code(), StatusCode::kFailedPrecondition)
+      << "not refused: its data may be in the WAL";
 }
 
 }  // namespace

@@ -1398,6 +1398,26 @@ Status ValidateNamespace(const std::string& ns) {
                               "' cannot name an SQLite file: use letters, digits, '_', '-', '.'");
 }
 
+// A database file of 0 bytes with no write-ahead log beside it holds nothing; SQLite would open it as a new,
+// empty database. When it is older than a first open takes (another node creating it at this moment), it was
+// most likely truncated: starting on it would hide every task and job it held, so that is refused.
+Status RefuseTruncatedFile(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  if (ec || size != 0) return Status::Ok();
+  const auto wal = std::filesystem::file_size(file.string() + "-wal", ec);
+  if (!ec && wal > 0) return Status::Ok();
+  const auto written = std::filesystem::last_write_time(file, ec);
+  if (ec) return Status::Ok();
+  // File ages are real time, whatever clock drives the store.
+  const auto age = Clock::Real().WallNow() - std::chrono::file_clock::to_sys(written);
+  if (age < std::chrono::seconds(10)) return Status::Ok();
+  return FailedPreconditionError(
+      "SQLite file '" + file.string() +
+      "' is empty (0 bytes, no write-ahead log) but was not just created: it may "
+      "have been truncated. Restore it from a backup, or delete it to start afresh");
+}
+
 }  // namespace
 
 Status ValidateSqliteNamespace(const std::string& ns) { return ValidateNamespace(ns); }
@@ -1415,6 +1435,7 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& location, cons
     std::filesystem::create_directories(location, ec);
     if (ec) return UnavailableError("cannot create SQLite directory '" + location + "': " + ec.message());
     const std::filesystem::path file = std::filesystem::path(location) / (options.ns + ".sqlite");
+    OCTOP_RETURN_IF_ERROR(RefuseTruncatedFile(file));
     std::filesystem::path canonical = std::filesystem::weakly_canonical(file, ec);
     if (ec) canonical = std::filesystem::absolute(file);
     store = std::make_unique<SqliteStore>(file.string(), false, canonical.string(), options);
