@@ -93,6 +93,8 @@ struct JobInfo {
   std::optional<WallTime> completed_at;
   std::optional<WallTime> expires_at;
   std::optional<std::string> unique_key;
+  // Set by ListJobs when the payload was left out for the filter's payload_budget: its size in bytes.
+  std::optional<std::int64_t> omitted_payload_bytes;
 };
 
 struct JobFilter {
@@ -101,6 +103,8 @@ struct JobFilter {
   std::optional<std::string> kind;
   int limit = 50;  // 1..1000; newest first
   int offset = 0;
+  // Bytes of payload the list may carry, newest first; later payloads are left out. nullopt: all of them.
+  std::optional<std::int64_t> payload_budget;
 };
 
 // One line of the summary (the octop_jobs_summary view): jobs of one queue in one status.

@@ -177,10 +177,16 @@ Json JobToJson(const JobInfo& job) {
   j["id"] = job.id;
   j["queue"] = job.queue;
   j["kind"] = job.kind;
-  // A payload stored before the depth bound existed is shown as its text rather than re-serialised.
-  Json payload = JsonDepthAllowed(job.payload) ? Json::parse(job.payload, nullptr, false)
-                                               : Json(Json::value_t::discarded);
-  j["payload"] = payload.is_discarded() ? Json(job.payload) : payload;
+  if (job.omitted_payload_bytes) {
+    // Left out of a listing for its byte budget: GET /jobs/<id> has it.
+    j["payload"] = nullptr;
+    j["payloadOmittedBytes"] = *job.omitted_payload_bytes;
+  } else {
+    // A payload stored before the depth bound existed is shown as its text rather than re-serialised.
+    Json payload = JsonDepthAllowed(job.payload) ? Json::parse(job.payload, nullptr, false)
+                                                 : Json(Json::value_t::discarded);
+    j["payload"] = payload.is_discarded() ? Json(job.payload) : payload;
+  }
   j["priority"] = job.priority;
   j["status"] = std::string(JobStatusName(job.status));
   j["attempt"] = job.attempt;
@@ -239,6 +245,10 @@ Result<JobSpec> JobSpecFromJson(std::string_view text) {
   return spec;
 }
 
+namespace {
+constexpr std::int64_t kListPayloadBudget = 4 << 20;
+}  // namespace
+
 void AddJobRoutes(ApiServer& server, JobQueue& queue) {
   JobQueue* q = &queue;
   server.AddRoute("POST", "/api/octop/v1/jobs", [q](const ApiRequest& req) -> Result<ApiResponse> {
@@ -264,6 +274,15 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue) {
         return InvalidArgumentError("'limit' must be an integer between 1 and 1000, got '" + *v + "'");
       }
       filter.limit = limit;
+    }
+    // A list carries at most kListPayloadBudget bytes of payloads (newest first), none with payload=false:
+    // 1,000 jobs of 1 MB each would otherwise be a gigabyte in memory for one answer (docs/api.md).
+    filter.payload_budget = kListPayloadBudget;
+    if (auto v = req.Query("payload"); v && !v->empty()) {
+      if (*v != "true" && *v != "false") {
+        return InvalidArgumentError("'payload' must be true or false, got '" + *v + "'");
+      }
+      if (*v == "false") filter.payload_budget = 0;
     }
     OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, q->ListJobs(filter));
     Json list = Json::array();

@@ -79,6 +79,7 @@ JobInfo ToInfo(store::JobRow row) {
   info.completed_at = row.completed_at;
   info.expires_at = row.expires_at;
   info.unique_key = std::move(row.unique_key);
+  info.omitted_payload_bytes = row.omitted_payload_bytes;
   return info;
 }
 
@@ -497,6 +498,7 @@ Result<std::vector<JobInfo>> JobQueue::ListJobs(const JobFilter& filter) {
   params.kind = filter.kind;
   params.limit = filter.limit;
   params.offset = filter.offset;
+  params.payload_budget = filter.payload_budget;
   OCTOP_ASSIGN_OR_RETURN(std::vector<store::JobRow> rows, impl_->store->ListJobs(params));
   std::vector<JobInfo> out;
   out.reserve(rows.size());

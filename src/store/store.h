@@ -243,6 +243,8 @@ struct JobRow {
   std::optional<WallTime> expires_at;    // while running: when the rescuer may take the job back
   std::optional<std::string> unique_key;
   std::optional<std::string> worker_id;  // who claimed it last
+  // Set by ListJobs when the payload was left out for its budget: the payload's size; payload_json is empty.
+  std::optional<std::int64_t> omitted_payload_bytes;
 };
 
 // One job to enqueue. Validated before anything is written (kInvalidArgument names the item and field): queue
@@ -334,6 +336,10 @@ struct ListJobsParams {
   std::optional<std::string> kind;
   int limit = 50;
   int offset = 0;
+  // Bytes of payload text the answer may carry, counted newest first: a payload that would go past it is left
+  // out (JobRow::omitted_payload_bytes). nullopt: every payload. Bounds a listing's memory, not only its
+  // rows.
+  std::optional<std::int64_t> payload_budget;
 };
 
 // The latest failed and frozen jobs (the octop_failed_jobs view), most recently failed first.

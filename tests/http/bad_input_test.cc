@@ -374,6 +374,41 @@ TEST_F(BadInputTest, ProtectedReadsNeedTheTokenWhileProbesStayOpen) {
   EXPECT_EQ(SendRaw(port(), Request("GET", "/healthz")).status, 200);
 }
 
+TEST_F(BadInputTest, JobListsAreBoundedByPayloadBytes) {
+  StartServer({});
+  // Five 0.9 MB payloads: a list answer carries the newest four (a 4 MiB budget) and the size of the fifth.
+  const std::string big = "\"" + std::string(900000, 'x') + "\"";
+  for (int i = 0; i < 5; ++i) {
+    RawResponse r =
+        SendRaw(port(), Request("POST", "/api/octop/v1/jobs", R"({"kind":"big","payload":)" + big + "}"));
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  RawResponse list = SendRaw(port(), Request("GET", "/api/octop/v1/jobs?kind=big&limit=1000"));
+  ASSERT_EQ(list.status, 200);
+  const auto body = nlohmann::json::parse(list.body);
+  ASSERT_EQ(body["jobs"].size(), 5u);
+  int carried = 0;
+  for (const auto& job : body["jobs"]) {
+    if (job.contains("payloadOmittedBytes")) {
+      EXPECT_EQ(job["payloadOmittedBytes"], big.size());
+      EXPECT_TRUE(job["payload"].is_null());
+    } else {
+      ++carried;
+    }
+  }
+  EXPECT_EQ(carried, 4);
+  EXPECT_LT(list.body.size(), std::size_t{5} << 20);
+  RawResponse bare = SendRaw(port(), Request("GET", "/api/octop/v1/jobs?payload=false"));
+  ASSERT_EQ(bare.status, 200);
+  EXPECT_LT(bare.body.size(), std::size_t{10000});
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/api/octop/v1/jobs?payload=maybe")).status, 400);
+  // The job itself still has its payload.
+  const std::string id = body["jobs"][4]["id"];
+  RawResponse one = SendRaw(port(), Request("GET", "/api/octop/v1/jobs/" + id));
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(one.body)["payload"].get<std::string>().size(), big.size() - 2);
+}
+
 TEST_F(BadInputTest, BindingBeyondLoopbackWithoutATokenWarns) {
   std::vector<std::string> warnings;
   StartServer({.host = "0.0.0.0", .warn = [&](std::string_view w) { warnings.emplace_back(w); }});

@@ -859,6 +859,39 @@ TEST_P(JobsTest, ListJobsFiltersAndPagesNewestFirst) {
   EXPECT_EQ(store_->ListJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A listing carries payloads newest first until their bytes would pass the budget; the rest come without,
+// with their size.
+TEST_P(JobsTest, ListJobsLeavesOutPayloadsPastItsByteBudget) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    EnqueueJobParams job = Job("k");
+    job.payload_json = "\"" + std::string(100, static_cast<char>('a' + i)) + "\"";  // 102 bytes
+    ids.push_back(Enqueue(job));
+    clock_.Advance(seconds(1));
+  }
+  auto some = store_->ListJobs({.limit = 10, .payload_budget = 250});
+  OCTOP_ASSERT_OK(some);
+  ASSERT_EQ(some->size(), 3u);
+  EXPECT_EQ((*some)[0].id, ids[2]);
+  EXPECT_EQ((*some)[0].payload_json, "\"" + std::string(100, 'c') + "\"");
+  EXPECT_EQ((*some)[0].omitted_payload_bytes, std::nullopt);
+  EXPECT_EQ((*some)[1].omitted_payload_bytes, std::nullopt);
+  EXPECT_EQ((*some)[2].id, ids[0]);
+  EXPECT_EQ((*some)[2].payload_json, "");
+  EXPECT_EQ((*some)[2].omitted_payload_bytes, 102);
+  auto none = store_->ListJobs({.limit = 10, .payload_budget = 0});
+  OCTOP_ASSERT_OK(none);
+  for (const JobRow& job : *none) EXPECT_EQ(job.omitted_payload_bytes, 102) << job.id;
+  auto all = store_->ListJobs({.limit = 10});
+  OCTOP_ASSERT_OK(all);
+  for (const JobRow& job : *all) EXPECT_EQ(job.omitted_payload_bytes, std::nullopt) << job.id;
+  // A page past the budgeted one counts its own bytes.
+  auto page = store_->ListJobs({.limit = 1, .offset = 2, .payload_budget = 150});
+  OCTOP_ASSERT_OK(page);
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].omitted_payload_bytes, std::nullopt);
+}
+
 TEST_P(JobsTest, SummaryCountsOldestAndAverageDelay) {
   // Two pending jobs due 60 s and 20 s ago, one due in the future: waiting delay = avg(60, 20) = 40 s.
   for (int ago : {60, 20, -30}) {

@@ -168,13 +168,22 @@ SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, att
 FROM {ns}.octop_jobs WHERE id = $1::uuid;
 
 -- name: ListJobs
--- $1 status, $2 queue, $3 kind (each NULL: any), $4 limit, $5 offset. Newest first, id breaks ties.
-SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, attempt, max_retries, attempt_token,
-       last_error, created_at, started_at, completed_at, expires_at, unique_key, worker_id
-FROM {ns}.octop_jobs
-WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR kind = $3)
-ORDER BY created_at DESC, id DESC
-LIMIT $4 OFFSET $5;
+-- $1 status, $2 queue, $3 kind (each NULL: any), $4 limit, $5 offset, $6 payload budget in bytes (NULL: none).
+-- Newest first, id breaks ties. The page is cut first, so payload sizes are measured on at most $4 rows; a
+-- payload whose running total passes the budget comes back NULL, with its size in the 18th column.
+SELECT id::text, queue, kind,
+       CASE WHEN $6::bigint IS NULL OR sum(size) OVER page <= $6 THEN payload END, priority, scheduled_at, status,
+       attempt, max_retries, attempt_token, last_error, created_at, started_at, completed_at, expires_at,
+       unique_key, worker_id, size
+FROM (SELECT id, queue, kind, payload::text AS payload, octet_length(payload::text) AS size, priority, scheduled_at,
+             status, attempt, max_retries, attempt_token, last_error, created_at, started_at, completed_at,
+             expires_at, unique_key, worker_id
+      FROM {ns}.octop_jobs
+      WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR kind = $3)
+      ORDER BY created_at DESC, id DESC
+      LIMIT $4 OFFSET $5) AS j
+WINDOW page AS (ORDER BY created_at DESC, id DESC ROWS UNBOUNDED PRECEDING)
+ORDER BY created_at DESC, id DESC;
 
 -- name: ListFailedJobs
 -- $1 queue (NULL: any), $2 limit.

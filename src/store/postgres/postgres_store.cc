@@ -783,10 +783,18 @@ class PostgresStore final : public Store {
     }
     std::optional<std::string> status;
     if (params.status) status = std::string(JobStatusName(*params.status));
-    OCTOP_ASSIGN_OR_RETURN(PgResult r,
-                           Run(list_jobs_, {status, params.queue, params.kind, std::to_string(params.limit),
-                                            std::to_string(params.offset)}));
-    return ReadJobs(r);
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r,
+        Run(list_jobs_,
+            {status, params.queue, params.kind, std::to_string(params.limit), std::to_string(params.offset),
+             params.payload_budget ? std::optional<std::string>(
+                                         std::to_string(std::max<std::int64_t>(0, *params.payload_budget)))
+                                   : std::nullopt}));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, ReadJobs(r));
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.IsNull(i, 3)) jobs[static_cast<std::size_t>(i)].omitted_payload_bytes = Count(r, i, 17);
+    }
+    return jobs;
   }
 
   Result<std::vector<JobRow>> ListFailedJobs(const ListFailedJobsParams& params) override {

@@ -107,15 +107,21 @@ SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_re
 FROM octop_jobs WHERE id = :id;
 
 -- name: ListJobs
--- Optional filters are NULL when absent. Newest first; id breaks ties so pages are stable.
-SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,
-       created_at, started_at, completed_at, expires_at, unique_key, worker_id
-FROM octop_jobs
-WHERE (:status IS NULL OR status = :status)
-  AND (:queue IS NULL OR queue = :queue)
-  AND (:kind IS NULL OR kind = :kind)
-ORDER BY created_at DESC, id DESC
-LIMIT :limit OFFSET :offset;
+-- Optional filters are NULL when absent. Newest first; id breaks ties so pages are stable. The page is cut first;
+-- a payload whose running total of bytes passes :budget (NULL: none) comes back NULL, its size in column 18.
+SELECT id, queue, kind,
+       CASE WHEN :budget IS NULL OR sum(size) OVER page <= :budget THEN payload END, priority, scheduled_at,
+       status, attempt, max_retries, attempt_token, last_error, created_at, started_at, completed_at, expires_at,
+       unique_key, worker_id, size
+FROM (SELECT *, length(CAST(payload AS BLOB)) AS size
+      FROM octop_jobs
+      WHERE (:status IS NULL OR status = :status)
+        AND (:queue IS NULL OR queue = :queue)
+        AND (:kind IS NULL OR kind = :kind)
+      ORDER BY created_at DESC, id DESC
+      LIMIT :limit OFFSET :offset)
+WINDOW page AS (ORDER BY created_at DESC, id DESC ROWS UNBOUNDED PRECEDING)
+ORDER BY created_at DESC, id DESC;
 
 -- name: ListFailedJobs
 SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,

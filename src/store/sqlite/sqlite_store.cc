@@ -1151,8 +1151,16 @@ class SqliteStore final : public Store {
           .BindOpt(":kind", params.kind)
           .Bind(":limit", std::int64_t{params.limit})
           .Bind(":offset", std::int64_t{params.offset});
+      if (params.payload_budget) {
+        row.Bind(":budget", std::max<std::int64_t>(0, *params.payload_budget));
+      } else {
+        row.BindNull(":budget");
+      }
       std::vector<JobRow> jobs;
-      while (row.Step()) jobs.push_back(ReadJobRow(row));
+      while (row.Step()) {
+        jobs.push_back(ReadJobRow(row));
+        if (!row.OptText(3)) jobs.back().omitted_payload_bytes = row.Int(17);
+      }
       return jobs;
     });
   }
