@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -218,6 +219,21 @@ std::string MediaType(std::string_view content_type) {
   return Lower(type);
 }
 
+// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
+std::string HttpDate(WallTime t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&seconds, &tm);
+  static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday % 7],
+                tm.tm_mday % 100, kMonths[tm.tm_mon % 12], (tm.tm_year + 1900) % 10000, tm.tm_hour % 100,
+                tm.tm_min % 100, tm.tm_sec % 100);
+  return buf;
+}
+
 }  // namespace
 
 Status CheckBrowserSafety(const RequestOrigin& r, const std::vector<std::string>& allowed_hosts) {
@@ -395,6 +411,10 @@ Status ApiServer::Start() {
   if (!options_.web_root.empty() && std::filesystem::is_directory(options_.web_root)) {
     server.set_mount_point("/", options_.web_root);
   }
+  // Every answer carries its Date, as Express's do (RFC 9110 requires it of a server with a clock).
+  server.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Date", HttpDate(Clock::Real().WallNow()));
+  });
   // `http_status` overrides the table's status (413, 405, 414...) in the response and in the body alike, so
   // the body's response.statusCode never contradicts the status line.
   auto send_error = [](httplib::Response& res, const Status& status, const std::string& method,

@@ -1,6 +1,7 @@
 #include "http/task_json.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <date/tz.h>
 
@@ -9,9 +10,13 @@ namespace octop::http {
 namespace {
 
 const date::time_zone* LocalZone() {
-  // current_zone() throws when TZ names no zone; UTC is then the honest fallback.
+  // The process's zone as luxon (Backstage) takes it: the TZ variable first (":Zone" too), then the host's.
+  // An unknown name falls back to UTC, the honest answer.
   static const date::time_zone* zone = [] {
     try {
+      if (const char* tz = std::getenv("TZ"); tz != nullptr && *tz != '\0') {
+        return date::locate_zone(tz[0] == ':' ? tz + 1 : tz);
+      }
       return date::current_zone();
     } catch (const std::exception&) {
       return date::locate_zone("UTC");
@@ -22,11 +27,19 @@ const date::time_zone* LocalZone() {
 
 OrderedJson SettingsJson(const TaskSettingsV2& settings) { return OrderedJson::parse(settings.ToJson()); }
 
-void PutTime(OrderedJson& j, const char* key, const std::optional<WallTime>& t) {
-  if (t) j[key] = FormatLocalIso(*t);
+// Backstage writes a global task's times in the process's zone (luxon's local DateTime) and a local task's in
+// UTC with a "Z" (DateTime.utc()); so does octop.
+void PutTime(OrderedJson& j, const char* key, const std::optional<WallTime>& t, TaskScope scope) {
+  if (!t) return;
+  j[key] = scope == TaskScope::kLocal ? FormatUtcIsoMillis(*t) : FormatLocalIso(*t);
 }
 
 }  // namespace
+
+std::string FormatUtcIsoMillis(WallTime t) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
+  return date::format("%Y-%m-%dT%H:%M:%S", ms) + "Z";
+}
 
 std::string FormatLocalIso(WallTime t) {
   const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
@@ -57,12 +70,12 @@ OrderedJson TaskStateEntryToJson(const TaskStateEntry& entry) {
     OrderedJson state;
     state["status"] = std::string(TaskStatusName(s.status));
     if (s.status == TaskStatus::kRunning) {
-      PutTime(state, "startedAt", s.started_at);
-      PutTime(state, "timesOutAt", s.times_out_at);
+      PutTime(state, "startedAt", s.started_at, entry.scope);
+      PutTime(state, "timesOutAt", s.times_out_at, entry.scope);
     } else {
-      PutTime(state, "startsAt", s.starts_at);
+      PutTime(state, "startsAt", s.starts_at, entry.scope);
     }
-    PutTime(state, "lastRunEndedAt", s.last_run_ended_at);
+    PutTime(state, "lastRunEndedAt", s.last_run_ended_at, entry.scope);
     if (s.last_run_error) state["lastRunError"] = *s.last_run_error;
     j["taskState"] = std::move(state);
   } else {

@@ -51,6 +51,38 @@ TEST(TaskJson, FormatsLocalTimeLikeLuxon) {
   EXPECT_TRUE(text[23] == '+' || text[23] == '-') << text;
 }
 
+TEST(TaskJson, ALocalTasksTimesAreUtcWithAZLikeLuxonsUtcDateTime) {
+  const WallTime t = std::chrono::sys_days{std::chrono::year{2025} / 4 / 11} + std::chrono::hours(18) +
+                     std::chrono::minutes(35) + std::chrono::seconds(13) + std::chrono::milliseconds(418);
+  TaskStateEntry local{.task_id = "t",
+                       .plugin_id = "p",
+                       .scope = TaskScope::kLocal,
+                       .settings = {.cadence = "PT5S", .timeout_after_duration = "PT1M"},
+                       .task_state = TaskState{.status = TaskStatus::kIdle,
+                                               .starts_at = t,
+                                               .started_at = std::nullopt,
+                                               .times_out_at = std::nullopt,
+                                               .last_run_ended_at = t,
+                                               .last_run_error = std::nullopt},
+                       .worker_state = WorkerStatus::kIdle};
+  OrderedJson j = TaskStateEntryToJson(local);
+  EXPECT_EQ(j["taskState"]["startsAt"], "2025-04-11T18:35:13.418Z");
+  EXPECT_EQ(j["taskState"]["lastRunEndedAt"], "2025-04-11T18:35:13.418Z");
+}
+
+// The process's zone comes from TZ when it is set, as luxon takes it. The zone is read once per process, so
+// the check runs in a fresh one (a re-executed death-test child).
+TEST(TaskJsonDeathTest, TheTzVariableSetsTheZoneOfGlobalTaskTimes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const WallTime t = std::chrono::sys_days{std::chrono::year{2025} / 4 / 11} + std::chrono::hours(18);
+  EXPECT_EXIT(
+      {
+        ::setenv("TZ", "Asia/Tokyo", 1);
+        std::exit(FormatLocalIso(t) == "2025-04-12T03:00:00.000+09:00" ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(TaskJson, ErrorBodyHasBackstageShape) {
   OrderedJson body = ErrorBody(NotFoundError("Task x does not exist"), "POST", "/api/p/x");
   EXPECT_EQ(body.dump(), R"({"error":{"name":"NotFoundError","message":"Task x does not exist"},)"

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -570,6 +571,10 @@ TEST_F(BadInputTest, EveryAnswerForbidsSniffingAndFraming) {
     RawResponse r = SendRaw(port(), Request("GET", target));
     EXPECT_NE(r.headers.find("X-Content-Type-Options: nosniff"), std::string::npos) << target << r.headers;
     EXPECT_NE(r.headers.find("X-Frame-Options: DENY"), std::string::npos) << target;
+    // And its Date, an IMF-fixdate, as Express sends.
+    EXPECT_TRUE(std::regex_search(r.headers, std::regex("\r\nDate: [A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} "
+                                                        "[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT\r\n")))
+        << target << r.headers;
     EXPECT_NE(r.headers.find("frame-ancestors 'none'"), std::string::npos) << target;
   }
 }
