@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "conformance_fixture.h"
+#include "store/sqlite/sqlite_time.h"
 
 namespace octop::store::testing {
 namespace {
@@ -13,22 +14,14 @@ namespace {
 // used for this: octop registers tasks only in a schema it has migrated to the latest version, and its upsert
 // reads a column migration 3 adds.
 Status InsertOldRow(Store& store, const std::string& id, const std::string& settings, WallTime next) {
-  using namespace std::chrono;
-  const auto ms = floor<milliseconds>(next);
-  const auto day = floor<days>(ms);
-  const year_month_day ymd{day};
-  const hh_mm_ss<milliseconds> hms{ms - day};
-  char text[32];
-  std::snprintf(text, sizeof text, "%04d-%02u-%02u %02d:%02d:%02d.%03lld", static_cast<int>(ymd.year()),
-                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-                static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
-                static_cast<int>(hms.seconds().count()), static_cast<long long>(hms.subseconds().count()));
+  // SQLite's text form of a time, which PostgreSQL reads as a timestamptz in the session's UTC too.
+  const std::string text = sqlite::FormatTime(next);
   return store.WithTransaction([&](StoreTransaction& tx) -> Status {
     return tx
         .Execute(
             "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
             "VALUES ($1, $2, $3)",
-            {id, settings, std::string(text)})
+            {id, settings, text})
         .status();
   });
 }

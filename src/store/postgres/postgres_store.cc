@@ -296,8 +296,8 @@ class PostgresStore final : public Store {
     if (r.IsNull(0, 0) || r.Text(0, 0) == schema_) return Status::Ok();
     return FailedPreconditionError(
         "in database \"" + database + "\" this role's search_path resolves to schema \"" + r.Text(0, 0) +
-        "\", where a Backstage backend would keep its tables, but octop " + "keeps them in \"" + schema_ +
-        "\": drop or rename that schema, or set the " + "role's search_path to public");
+        "\", where a Backstage backend would keep its tables, but octop keeps them in \"" + schema_ +
+        "\": drop or rename that schema, or set the role's search_path to public");
   }
 
   Status Migrate() override { return MigrateTo(kLatestSchemaVersion); }
