@@ -435,6 +435,22 @@ std::string ZonedTime(octop::WallTime instant, const std::string& tz) {
   return std::string(date) + zone;
 }
 
+// The ids of the config's cron tasks in plugin `plugin` that name a timeZone.
+std::vector<std::string> ZonedCronTasks(const Globals& g, const std::string& plugin) {
+  std::vector<std::string> out;
+  if (g.config_path.empty()) return out;
+  auto config = octop::daemon::LoadDaemonConfig(g.config_path);
+  if (!config.ok()) return out;
+  for (const auto& p : config->plugins) {
+    if (p.id != plugin) continue;
+    for (const auto& task : p.tasks) {
+      const auto* cron = std::get_if<octop::daemon::CronSchedule>(&task.schedule.frequency);
+      if (cron != nullptr && cron->time_zone && !cron->time_zone->empty()) out.push_back(task.id);
+    }
+  }
+  return out;
+}
+
 // The next fire times of a cron expression, as a scheduler would compute them (docs/cron.md).
 int CronNext(const Globals& g, const CronArgs& a) {
   auto cron = octop::CronExpression::Parse(a.expression);
@@ -523,6 +539,18 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
           "version " + std::to_string(*version) + " of " +
               std::to_string(octop::store::kLatestSchemaVersion) +
               (*version < octop::store::kLatestSchemaVersion ? " (run: octop migrate)" : ""));
+    }
+    // A Backstage node on this plugin's table computes cron runs in its own zone, whatever timeZone says.
+    const std::vector<std::string> zoned = ZonedCronTasks(g, ns);
+    auto sessions = (*s)->CountBackstageSessions();
+    if (sessions.ok() && *sessions > 0) {
+      add("backstage " + ns, zoned.empty(),
+          std::to_string(*sessions) + " Backstage session(s) use this table" +
+              (zoned.empty()
+                   ? std::string()
+                   : "; a Backstage node runs timeZone tasks (" + zoned.front() +
+                         (zoned.size() > 1 ? ", ..." : "") +
+                         ") in its own zone: see docs/scheduler.md, \"Sharing tasks with Backstage\""));
     }
   }
   if (g.json) std::cout << Json{{"healthy", healthy}, {"checks", checks}}.dump(2) << "\n";

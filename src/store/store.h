@@ -551,6 +551,11 @@ class Store {
     return FailedPreconditionError("DescribeIndexes is not supported by this backend");
   }
   virtual Result<WallTime> DatabaseNow() = 0;
+  // How many sessions of a Backstage backend use this namespace's tables now: on PostgreSQL, connections to
+  // its database named as Backstage names them (`backstage_plugin_<id>`); 0 for a namespace that is not a
+  // plugin's, and on SQLite, where it cannot be told. For the timeZone warning (docs/scheduler.md, "Sharing
+  // tasks with Backstage").
+  virtual Result<int> CountBackstageSessions() = 0;
 
   virtual Status UpsertTask(const UpsertTaskParams& params) = 0;
   virtual Result<PollTasksResult> PollTasks(const PollTasksParams& params) = 0;

@@ -11,6 +11,7 @@ std::string_view StoreOpName(StoreOp op) {
       "DescribeTable",
       "DescribeIndexes",
       "DatabaseNow",
+      "CountBackstageSessions",
       "UpsertTask",
       "PollTasks",
       "TryClaimTask",
@@ -106,6 +107,10 @@ Result<std::vector<store::IndexInfo>> FaultyStore::DescribeIndexes(std::string_v
 }
 Result<WallTime> FaultyStore::DatabaseNow() {
   return Guard(StoreOp::kDatabaseNow, [&] { return inner_->DatabaseNow(); });
+}
+
+Result<int> FaultyStore::CountBackstageSessions() {
+  return Guard(StoreOp::kCountBackstageSessions, [&] { return inner_->CountBackstageSessions(); });
 }
 Status FaultyStore::UpsertTask(const store::UpsertTaskParams& params) {
   return Guard(StoreOp::kUpsertTask, [&] { return inner_->UpsertTask(params); });

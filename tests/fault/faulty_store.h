@@ -43,6 +43,7 @@ enum class StoreOp {
   kDescribeTable,
   kDescribeIndexes,
   kDatabaseNow,
+  kCountBackstageSessions,
   kUpsertTask,
   kPollTasks,
   kTryClaimTask,
@@ -123,6 +124,7 @@ class FaultyStore final : public store::Store {
   Result<std::vector<store::ColumnInfo>> DescribeTable(std::string_view table) override;
   Result<std::vector<store::IndexInfo>> DescribeIndexes(std::string_view table) override;
   Result<WallTime> DatabaseNow() override;
+  Result<int> CountBackstageSessions() override;
 
   Status UpsertTask(const store::UpsertTaskParams& params) override;
   Result<store::PollTasksResult> PollTasks(const store::PollTasksParams& params) override;

@@ -40,6 +40,9 @@ class FlakyStore final : public store::Store {
   Status Migrate() override { return Down() ? Outage() : inner_->Migrate(); }
   Result<int> SchemaVersion() override { return Down() ? Outage() : inner_->SchemaVersion(); }
   Result<WallTime> DatabaseNow() override { return Down() ? Outage() : inner_->DatabaseNow(); }
+  Result<int> CountBackstageSessions() override {
+    return Down() ? Outage() : inner_->CountBackstageSessions();
+  }
   Status UpsertTask(const store::UpsertTaskParams& p) override {
     return Down() ? Outage() : inner_->UpsertTask(p);
   }

@@ -158,8 +158,9 @@ TEST_F(OctopdScenario, HealthReadinessAndTaskListingShapes) {
   EXPECT_EQ(local["settings"]["initialDelayDuration"], "PT1H");
   EXPECT_EQ(local["workerState"]["status"], "initial-wait");
   EXPECT_TRUE(local["taskState"].contains("startsAt"));
+  // A local task's times are UTC with a Z, as Backstage writes them (luxon's DateTime.utc()).
   EXPECT_TRUE(std::regex_match(local["taskState"]["startsAt"].get<std::string>(),
-                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d)")))
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
       << local["taskState"]["startsAt"];
 }
 

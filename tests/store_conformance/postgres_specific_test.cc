@@ -599,6 +599,29 @@ TEST_F(PostgresSpecificTest, ASearchPathThatWouldSendBackstageElsewhereIsRefused
   EXPECT_NE(store.status().message().find("search_path"), std::string::npos) << store.status().message();
 }
 
+TEST_F(PostgresSpecificTest, BackstageSessionsOnAPluginsDatabaseAreCounted) {
+  const std::string plugin = ShortPluginId();
+  StoreOptions options;
+  options.ns = plugin;
+  options.plugin_division = PluginDivision{};
+  auto store = OpenPostgresStore(url_, options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto none = (*store)->CountBackstageSessions();
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0);
+  // A session named as a Backstage backend names its connections to this plugin's database.
+  auto backstage = PgAdminSession::Open(UrlOfDatabase(base_url_, "backstage_plugin_" + plugin) +
+                                        "?application_name=backstage_plugin_" + plugin);
+  ASSERT_TRUE(backstage.ok()) << backstage.status().ToString();
+  auto one = (*store)->CountBackstageSessions();
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, 1);
+  // The job queue's namespace is no plugin's: nothing to count.
+  auto queue = Open(ns_);
+  ASSERT_NE(queue, nullptr);
+  EXPECT_EQ(*queue->CountBackstageSessions(), 0);
+}
+
 TEST_F(PostgresSpecificTest, MigrateWaitsForAKnexMigratorHoldingItsLock) {
   // Backstage's three steps applied, octop's still to do.
   StoreOptions early;

@@ -288,6 +288,14 @@ class PostgresStore final : public Store {
 
   std::string_view backend() const override { return "postgres"; }
 
+  Result<int> CountBackstageSessions() override {
+    if (backstage_application_name_.empty()) return 0;
+    OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r, conn->ExecParams(std::string(sql::kBackstageSessions), {backstage_application_name_}));
+    return static_cast<int>(Count(r, 0, 0));
+  }
+
   // In a plugin's own database: the schema unqualified names resolve to for this role must be `public`, where
   // octop keeps the tables, or a Backstage backend on the same database would use another table.
   Status CheckSearchPath(const std::string& database) {

@@ -688,6 +688,9 @@ class SqliteStore final : public Store {
 
   std::string_view backend() const override { return "sqlite"; }
 
+  // SQLite keeps no session list: a Backstage backend on the same file cannot be seen.
+  Result<int> CountBackstageSessions() override { return 0; }
+
   Status Migrate() override { return MigrateTo(kLatestSchemaVersion); }
 
   Status MigrateTo(int version) override {
