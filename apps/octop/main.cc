@@ -566,7 +566,7 @@ int main(int argc, char** argv) {
   g.url = Env("OCTOP_URL", "http://127.0.0.1:7007");
   if (const char* t = std::getenv("OCTOP_TOKEN"); t != nullptr && *t != '\0') g.token = t;
   app.add_option("--url", g.url, "octopd's base URL (env OCTOP_URL)")->capture_default_str();
-  app.add_option("--token", g.token, "bearer token for POSTs (env OCTOP_TOKEN)");
+  app.add_option("--token", g.token, "bearer token, sent with every request (env OCTOP_TOKEN)");
   app.add_option("--database", g.database,
                  "database URL for migrate/doctor (sqlite:<dir> or postgresql://...)");
   app.add_option("-c,--config", g.config_path, "read database, URL, token and plugins from an octopd config");
