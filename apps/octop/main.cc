@@ -408,29 +408,17 @@ struct CronArgs {
   std::string after;  // YYYY-MM-DDTHH:MM:SSZ; default now
 };
 
-// `instant` in zone `tz` ("" = local) as YYYY-MM-DDTHH:MM:SS+HH:MM. Uses the C library's zone rules through
-// TZ: the CLI is one thread.
+// `instant` in zone `tz` ("" = local) as YYYY-MM-DDTHH:MM:SS+HH:MM, the zone read as cron reads it.
 std::string ZonedTime(octop::WallTime instant, const std::string& tz) {
-  const char* saved = std::getenv("TZ");
-  const std::string previous = saved != nullptr ? saved : "";
-  if (!tz.empty()) ::setenv("TZ", tz.c_str(), 1);
-  ::tzset();
-  const std::time_t t = std::chrono::system_clock::to_time_t(instant);
+  const std::chrono::seconds offset = octop::UtcOffset(instant, tz).value_or(std::chrono::seconds(0));
+  const std::time_t local = std::chrono::system_clock::to_time_t(instant + offset);
   std::tm tm{};
-  ::localtime_r(&t, &tm);
-  if (!tz.empty()) {
-    if (saved != nullptr) {
-      ::setenv("TZ", previous.c_str(), 1);
-    } else {
-      ::unsetenv("TZ");
-    }
-    ::tzset();
-  }
+  ::gmtime_r(&local, &tm);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-  const int offset_minutes = static_cast<int>(std::labs(tm.tm_gmtoff) / 60);  // under 26 h
+  const int offset_minutes = static_cast<int>(std::abs(offset.count()) / 60);  // under 26 h
   char zone[16];
-  std::snprintf(zone, sizeof zone, "%c%02d:%02d", tm.tm_gmtoff < 0 ? '-' : '+', offset_minutes / 60 % 100,
+  std::snprintf(zone, sizeof zone, "%c%02d:%02d", offset.count() < 0 ? '-' : '+', offset_minutes / 60 % 100,
                 offset_minutes % 60);
   return std::string(date) + zone;
 }

@@ -55,6 +55,11 @@ class CronExpression {
   std::shared_ptr<const Fields> fields_;
 };
 
+// The offset east of UTC of zone `tz` at `t`, as Next() reads zones ("" = the process's zone: TZ first, else
+// /etc/localtime; the same names IsKnownTimeZone accepts). InvalidArgument for an unknown zone. For showing
+// an instant in the zone its schedule uses.
+Result<std::chrono::seconds> UtcOffset(WallTime t, std::string_view tz = "");
+
 // Whether `tz` names a time zone this machine knows ("" = local is always known). Exact IANA names and links
 // ("Europe/Paris", "UTC", "US/Eastern"); like luxon/Intl, a name differing only in letter case is accepted
 // too.

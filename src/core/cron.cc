@@ -920,4 +920,11 @@ Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz) const
 
 bool IsKnownTimeZone(std::string_view tz) { return tz.empty() || FindZone(tz) != nullptr; }
 
+Result<std::chrono::seconds> UtcOffset(WallTime t, std::string_view tz) {
+  const std::optional<Zone> zone = ResolveZone(tz);
+  if (!zone) return InvalidArgumentError("unknown time zone '" + std::string(tz) + "'");
+  const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  return std::chrono::seconds(zone->OffsetMs(ms) / kMsPerSecond);
+}
+
 }  // namespace octop

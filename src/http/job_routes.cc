@@ -106,16 +106,6 @@ Result<ApiResponse> JobResponse(JobQueue& queue, const std::string& id) {
 
 }  // namespace
 
-std::string FormatUtcIso(WallTime t) {
-  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
-  std::string out = date::format("%Y-%m-%dT%H:%M:%S", std::chrono::floor<std::chrono::seconds>(ms));
-  char buf[8];
-  auto millis = (ms.time_since_epoch() % std::chrono::seconds(1)).count();
-  if (millis < 0) millis += 1000;
-  std::snprintf(buf, sizeof buf, ".%03dZ", static_cast<int>(millis));
-  return out + buf;
-}
-
 std::optional<WallTime> ParseIsoInstant(std::string_view s) {
   std::size_t pos = 0;
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;

@@ -29,14 +29,13 @@
 #include <octop/status.h>
 
 #include "http/api_server.h"
+#include "http/task_json.h"  // FormatUtcIso
 
 namespace octop::http {
 
 // Adds the routes above. Call before server.Start().
 void AddJobRoutes(ApiServer& server, JobQueue& queue);
 
-// "2026-01-01T00:00:00.000Z".
-std::string FormatUtcIso(WallTime t);
 // An ISO 8601 instant: date, 'T', time with optional fraction, then 'Z' or +hh:mm / +hhmm / +hh; years
 // 1970..2200 (what WallTime can hold, with margin).
 std::optional<WallTime> ParseIsoInstant(std::string_view text);

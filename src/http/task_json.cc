@@ -1,29 +1,14 @@
 #include "http/task_json.h"
 
 #include <cstdio>
-#include <cstdlib>
 
-#include <date/tz.h>
+#include <date/date.h>
+
+#include <octop/cron.h>
 
 namespace octop::http {
 
 namespace {
-
-const date::time_zone* LocalZone() {
-  // The process's zone as luxon (Backstage) takes it: the TZ variable first (":Zone" too), then the host's.
-  // An unknown name falls back to UTC, the honest answer.
-  static const date::time_zone* zone = [] {
-    try {
-      if (const char* tz = std::getenv("TZ"); tz != nullptr && *tz != '\0') {
-        return date::locate_zone(tz[0] == ':' ? tz + 1 : tz);
-      }
-      return date::current_zone();
-    } catch (const std::exception&) {
-      return date::locate_zone("UTC");
-    }
-  }();
-  return zone;
-}
 
 OrderedJson SettingsJson(const TaskSettingsV2& settings) { return OrderedJson::parse(settings.ToJson()); }
 
@@ -31,26 +16,32 @@ OrderedJson SettingsJson(const TaskSettingsV2& settings) { return OrderedJson::p
 // UTC with a "Z" (DateTime.utc()); so does octop.
 void PutTime(OrderedJson& j, const char* key, const std::optional<WallTime>& t, TaskScope scope) {
   if (!t) return;
-  j[key] = scope == TaskScope::kLocal ? FormatUtcIsoMillis(*t) : FormatLocalIso(*t);
+  j[key] = scope == TaskScope::kLocal ? FormatUtcIso(*t) : FormatLocalIso(*t);
 }
 
 }  // namespace
 
-std::string FormatUtcIsoMillis(WallTime t) {
+std::string FormatUtcIso(WallTime t) {
   const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
-  return date::format("%Y-%m-%dT%H:%M:%S", ms) + "Z";
+  std::string out = date::format("%Y-%m-%dT%H:%M:%S", std::chrono::floor<std::chrono::seconds>(ms));
+  char buf[8];
+  auto millis = (ms.time_since_epoch() % std::chrono::seconds(1)).count();
+  if (millis < 0) millis += 1000;
+  std::snprintf(buf, sizeof buf, ".%03dZ", static_cast<int>(millis));
+  return out + buf;
 }
 
 std::string FormatLocalIso(WallTime t) {
   const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
-  const auto info = LocalZone()->get_info(ms);
-  const auto local = ms + info.offset;
+  // The process's zone as cron reads it, which is how luxon (Backstage) reads it: TZ first.
+  const std::chrono::seconds offset = UtcOffset(t).value_or(std::chrono::seconds(0));
+  const auto local = ms + offset;
   std::string out = date::format("%Y-%m-%dT%H:%M:%S", std::chrono::floor<std::chrono::seconds>(local));
   char buf[16];
   const auto millis = (local.time_since_epoch() % std::chrono::seconds(1)).count();
   std::snprintf(buf, sizeof buf, ".%03d", static_cast<int>(millis < 0 ? millis + 1000 : millis));
   out += buf;
-  auto offset_min = std::chrono::duration_cast<std::chrono::minutes>(info.offset).count();
+  auto offset_min = std::chrono::duration_cast<std::chrono::minutes>(offset).count();
   const char sign = offset_min < 0 ? '-' : '+';
   offset_min = offset_min < 0 ? -offset_min : offset_min;
   std::snprintf(buf, sizeof buf, "%c%02d:%02d", sign, static_cast<int>(offset_min / 60),

@@ -19,8 +19,8 @@ using OrderedJson = nlohmann::ordered_json;
 // "2025-04-11T20:35:13.418+02:00" in the process's local zone (TZ), milliseconds, numeric offset: a global
 // task's times, as luxon writes a local DateTime.
 std::string FormatLocalIso(WallTime t);
-// "2025-04-11T18:35:13.418Z": a local task's times, as luxon writes DateTime.utc().
-std::string FormatUtcIsoMillis(WallTime t);
+// "2025-04-11T18:35:13.418Z": a local task's times, as luxon writes DateTime.utc(), and the job API's.
+std::string FormatUtcIso(WallTime t);
 
 OrderedJson TaskStateEntryToJson(const TaskStateEntry& entry);
 OrderedJson TasksResponseToJson(const std::vector<TaskStateEntry>& entries);  // {"tasks":[...]}

@@ -161,6 +161,10 @@ TEST_F(CliBadInputTest, CronNextPreviewsFireTimesWithTheirOffsets) {
                            "2026-03-28T00:00:00Z", "--json"});
   EXPECT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(json.out, "[\"2026-03-28T02:00:00+01:00\",\"2026-03-29T03:00:00+02:00\"]\n");
+  // A zone name in other letter case is the same zone, for the offsets too (cron accepts it, as Intl does).
+  Outcome lower = RunOctop({"cron", "next", "0 30 2 * * *", "--tz", "america/new_york", "-n", "3", "--after",
+                            "2026-03-07T00:00:00Z"});
+  EXPECT_EQ(lower.out, r.out) << lower.err;
   ExpectUsageError({"cron", "next", "61 * * * *"}, "out of range");
   ExpectUsageError({"cron", "next", "* * * * *", "--tz", "Mars/Olympus"}, "unknown time zone");
   ExpectUsageError({"cron", "next", "* * * * *", "--after", "yesterday"}, "--after");

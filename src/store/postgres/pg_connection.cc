@@ -36,14 +36,19 @@ std::string QuoteIdentifier(std::string_view name) {
   return quoted;
 }
 
-Result<std::string> ConninfoWithDatabase(const std::string& conninfo, const std::string& database) {
+Result<ConninfoOptions> ParseConninfo(const std::string& conninfo) {
   char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  ConninfoOptions options(PQconninfoParse(conninfo.c_str(), &error));
   if (options == nullptr) {
     std::string message = error != nullptr ? TrimMessage(error) : "out of memory";
     PQfreemem(error);
     return InvalidArgumentError("invalid PostgreSQL connection string: " + message);
   }
+  return options;
+}
+
+Result<std::string> ConninfoWithDatabase(const std::string& conninfo, const std::string& database) {
+  OCTOP_ASSIGN_OR_RETURN(ConninfoOptions options, ParseConninfo(conninfo));
   auto append = [](std::string& out, std::string_view key, std::string_view value) {
     if (!out.empty()) out += ' ';
     out.append(key);
@@ -55,11 +60,10 @@ Result<std::string> ConninfoWithDatabase(const std::string& conninfo, const std:
     out += '\'';
   };
   std::string out;
-  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+  for (const PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
     if (o->val == nullptr || std::string_view(o->keyword) == "dbname") continue;
     append(out, o->keyword, o->val);
   }
-  PQconninfoFree(options);
   append(out, "dbname", database);
   return out;
 }

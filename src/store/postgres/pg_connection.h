@@ -98,6 +98,14 @@ class PgConnection {
 // `name` quoted as a PostgreSQL identifier ("a""b").
 std::string QuoteIdentifier(std::string_view name);
 
+// `conninfo` (a URI or keyword string) as libpq reads it; kInvalidArgument with libpq's reason when it does
+// not parse.
+struct FreeConninfo {
+  void operator()(PQconninfoOption* options) const { PQconninfoFree(options); }
+};
+using ConninfoOptions = std::unique_ptr<PQconninfoOption, FreeConninfo>;
+Result<ConninfoOptions> ParseConninfo(const std::string& conninfo);
+
 // `conninfo` (a URI or keyword string) rewritten as a keyword string that connects to `database` instead,
 // every other setting kept: how a plugin's own database is reached with the user's URL
 // (PluginDivision::kDatabase). kInvalidArgument when `conninfo` does not parse.

@@ -226,8 +226,18 @@ std::string OutcomeCode(JobOutcome outcome) {
   return "";
 }
 
-bool IsUniqueViolation(const Status& status) {
-  return status.message().find("SQLSTATE 23505") != std::string::npos;
+// Whether a failure carries SQLSTATE `state` (PgConnection puts it in the message).
+bool HasSqlState(const Status& status, std::string_view state) {
+  return status.message().find("SQLSTATE " + std::string(state)) != std::string::npos;
+}
+
+bool IsUniqueViolation(const Status& status) { return HasSqlState(status, "23505"); }
+
+// Another session created the same database, schema or table first (duplicate_database, duplicate_schema,
+// duplicate_table; concurrent CREATEs collide on the catalog's unique indexes as 23505).
+bool IsDuplicateObject(const Status& status) {
+  return HasSqlState(status, "42P04") || HasSqlState(status, "42P06") || HasSqlState(status, "42P07") ||
+         IsUniqueViolation(status);
 }
 
 // How many times an enqueue re-inserts items whose live duplicate finished between its insert and its lookup.
@@ -291,8 +301,14 @@ class PostgresStore final : public Store {
   Result<int> CountBackstageSessions() override {
     if (backstage_application_name_.empty()) return 0;
     OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+    return BackstageSessions(*conn);
+  }
+
+  // Sessions named as a Backstage backend names its connections to this plugin's tables, on `conn`'s
+  // database.
+  Result<int> BackstageSessions(postgres::PgConnection& conn) {
     OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, conn->ExecParams(std::string(sql::kBackstageSessions), {backstage_application_name_}));
+        PgResult r, conn.ExecParams(std::string(sql::kBackstageSessions), {backstage_application_name_}));
     return static_cast<int>(Count(r, 0, 0));
   }
 
@@ -319,7 +335,7 @@ class PostgresStore final : public Store {
     // start on a schema that the owner role migrated.
     if (Result<int> current = SchemaVersion(); current.ok() && *current >= version) return Status::Ok();
     Status migrated = ApplyMigrations(version);
-    if (!migrated.ok() && migrated.message().find("SQLSTATE 42501") != std::string::npos) {
+    if (!migrated.ok() && HasSqlState(migrated, "42501")) {
       Result<int> current = SchemaVersion();
       return FailedPreconditionError(
           "schema " + quoted_schema_ + " is at version " + (current.ok() ? std::to_string(*current) : "?") +
@@ -337,15 +353,10 @@ class PostgresStore final : public Store {
     constexpr int kAttempts = 5;
     for (int attempt = 1;; ++attempt) {
       Status applied = ApplyMigrationsOnce(version);
-      if (applied.ok() || attempt == kAttempts || !IsCreationRaceLost(applied)) return applied;
+      // A lost creation race, or a deadlock between two nodes' DDL: the next attempt finds what was made.
+      const bool race_lost = IsDuplicateObject(applied) || HasSqlState(applied, "40P01");
+      if (applied.ok() || attempt == kAttempts || !race_lost) return applied;
     }
-  }
-
-  static bool IsCreationRaceLost(const Status& status) {
-    for (std::string_view state : {"42P06", "42P07", "42P04", "23505", "40P01"}) {
-      if (status.message().find("SQLSTATE " + std::string(state)) != std::string::npos) return true;
-    }
-    return false;
   }
 
   // Waits outside the database for another process (a knex migrator); real time even under a fake clock.
@@ -418,9 +429,8 @@ class PostgresStore final : public Store {
     const bool knex_missing = !present.contains("backstage_backend_tasks__knex_migrations") ||
                               !present.contains("backstage_backend_tasks__knex_migrations_lock");
     if (knex_missing && may_wait && !backstage_application_name_.empty()) {
-      OCTOP_ASSIGN_OR_RETURN(PgResult sessions, conn.ExecParams(std::string(sql::kBackstageSessions),
-                                                                {backstage_application_name_}));
-      if (Count(sessions, 0, 0) > 0) return false;
+      OCTOP_ASSIGN_OR_RETURN(int sessions, BackstageSessions(conn));
+      if (sessions > 0) return false;
     }
     std::string ddl;
     if (!present.contains("backstage_backend_tasks__knex_migrations")) ddl += sql::kCreateKnexMigrations;
@@ -1131,10 +1141,6 @@ Result<Placement> Place(const std::string& conninfo, const StoreOptions& options
   return Placement{std::move(plugin_conninfo), "public", database};
 }
 
-bool IsRaceLost(const Status& status) {
-  return status.message().find("SQLSTATE 42P04") != std::string::npos || IsUniqueViolation(status);
-}
-
 // Creates the plugin's database when it is missing, as Backstage's ensureExists does, unless the plugin's
 // tasks live in a schema of the URL's database: starting a second task table beside them would run every
 // global task twice across the two layouts, so that is refused until the operator picks one.
@@ -1156,7 +1162,7 @@ Status EnsurePluginDatabase(const std::string& conninfo, const std::string& plug
         "(docs/store.md, \"Sharing a database with Backstage\")");
   }
   Status created = admin->Exec(Substitute(sql::kCreateDatabase, postgres::QuoteIdentifier(*placed.database)));
-  if (!created.ok() && !IsRaceLost(created)) {
+  if (!created.ok() && !IsDuplicateObject(created)) {
     return Status(created.code(), "cannot create database \"" + *placed.database + "\" for plugin '" +
                                       plugin_id + "' (create it, or grant CREATEDB): " + created.message());
   }
@@ -1174,15 +1180,7 @@ Status ValidatePostgresNamespace(std::string_view ns, const std::optional<Plugin
 }
 
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& conninfo, const StoreOptions& options) {
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &error);
-  if (parsed == nullptr) {
-    std::string message = error != nullptr ? error : "out of memory";
-    PQfreemem(error);
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    return InvalidArgumentError("invalid PostgreSQL connection string: " + message);
-  }
-  PQconninfoFree(parsed);
+  OCTOP_RETURN_IF_ERROR(postgres::ParseConninfo(conninfo).status());
   OCTOP_ASSIGN_OR_RETURN(Placement placed, Place(conninfo, options));
   if (placed.database) OCTOP_RETURN_IF_ERROR(EnsurePluginDatabase(conninfo, options.ns, placed));
   StoreOptions placed_options = options;
