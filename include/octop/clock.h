@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <stop_token>
+#include <string>
 #include <utility>
 
 namespace octop {
@@ -69,6 +70,30 @@ class Clock {
 
   // The process-wide real clock. Never destroyed.
   static Clock& Real();
+};
+
+// Watches the wall clock against the steady clock. A step of the wall clock (NTP setting the time, a VM
+// resumed, `date -s`) shows as a jump in their difference; a slew does not reach the threshold between two
+// checks. Leases and due times in the database are wall times, so whoever holds leases re-bases them after a
+// step (docs/reliability.md, "Clock steps").
+//
+// Thread-safety: none; one owner thread calls Check().
+class ClockStepWatch {
+ public:
+  // Smaller than any lease octop takes, larger than NTP's slewing (at most 0.5 ms per second) between checks.
+  static constexpr std::chrono::milliseconds kThreshold{1000};
+
+  explicit ClockStepWatch(const Clock& clock);
+  // The wall clock's step since the previous call (or construction), when it is at least kThreshold either
+  // way; nullopt otherwise. Each call starts the next comparison afresh, so slow drift never adds up.
+  std::optional<std::chrono::nanoseconds> Check();
+  // A step for a log line: "+7200.0 s", "-0.5 s".
+  static std::string Describe(std::chrono::nanoseconds step);
+
+ private:
+  std::chrono::nanoseconds Offset() const;
+  const Clock& clock_;
+  std::chrono::nanoseconds offset_;
 };
 
 class RealClock final : public Clock {

@@ -1,3 +1,5 @@
+#include <cstdio>
+
 #include <octop/clock.h>
 
 namespace octop {
@@ -13,6 +15,26 @@ void WakeSignal::Notify() {
 bool WakeSignal::Consume() {
   std::lock_guard lock(mu_);
   return std::exchange(notified_, false);
+}
+
+ClockStepWatch::ClockStepWatch(const Clock& clock) : clock_(clock), offset_(Offset()) {}
+
+std::chrono::nanoseconds ClockStepWatch::Offset() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.WallNow().time_since_epoch()) -
+         std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.SteadyNow().time_since_epoch());
+}
+
+std::optional<std::chrono::nanoseconds> ClockStepWatch::Check() {
+  const std::chrono::nanoseconds now = Offset();
+  const std::chrono::nanoseconds step = now - std::exchange(offset_, now);
+  if (step >= kThreshold || -step >= kThreshold) return step;
+  return std::nullopt;
+}
+
+std::string ClockStepWatch::Describe(std::chrono::nanoseconds step) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%+.1f s", std::chrono::duration<double>(step).count());
+  return text;
 }
 
 Clock& Clock::Real() {

@@ -26,8 +26,8 @@ WallTime FakeClock::DefaultStart() {
 }
 
 WallTime FakeClock::WallNow() const {
-  return wall_start_ +
-         std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(offset_ns_.load()));
+  return wall_start_ + std::chrono::duration_cast<WallTime::duration>(
+                           std::chrono::nanoseconds(offset_ns_.load() + wall_step_ns_.load()));
 }
 
 SteadyTime FakeClock::SteadyNow() const {
@@ -72,6 +72,11 @@ void FakeClock::NotifyAll() {
     std::lock_guard signal_lock(FakeClockAccess::Mutex(*w.signal));
     FakeClockAccess::Cv(*w.signal).notify_all();
   }
+}
+
+void FakeClock::StepWall(std::chrono::nanoseconds d) {
+  wall_step_ns_.fetch_add(d.count());
+  NotifyAll();
 }
 
 void FakeClock::Advance(std::chrono::nanoseconds d) {

@@ -212,6 +212,7 @@ Status Daemon::Start() {
   job_options.database_url = config_.database;
   job_options.prefetch = config_.job_prefetch;
   job_options.wake_claim_interval = config_.job_wake_claim_interval;
+  job_options.rescue_interval = config_.job_rescue_interval;
   if (config_.node_id) job_options.worker_id = *config_.node_id;
   auto jobs = JobQueue::Open(std::move(job_options));
   if (!jobs.ok()) {

@@ -621,6 +621,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
         }
         config.job_wake_claim_interval = ms;
       }
+      OCTOP_ASSIGN_OR_RETURN(config.job_rescue_interval,
+                             ReadMillis(j, "rescueInterval", config.job_rescue_interval, where));
       if (const Json* handlers = j.Get("handlers")) {
         if (!handlers->is_array())
           return InvalidArgumentError(j.Where("handlers") + "expected a list of handlers");

@@ -104,6 +104,8 @@ struct DaemonConfig {
   int job_prefetch = 0;  // jobs.prefetch: JobQueueOptions::prefetch, 0..1000
   // jobs.wakeClaimInterval: JobQueueOptions::wake_claim_interval, 0..100 ms (whole milliseconds).
   std::chrono::milliseconds job_wake_claim_interval{1};
+  // jobs.rescueInterval: JobQueueOptions::rescue_interval, how often expired running jobs are put back.
+  std::chrono::milliseconds job_rescue_interval{15000};
   std::string log_level = "info";
 };
 

@@ -146,8 +146,16 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
   const bool janitor = context_.janitor_interval.count() > 0;
   SteadyTime janitor_at = context_.clock->SteadyNow();  // the first sweep runs at once, as Backstage's
   SteadyTime poll_at = janitor_at;
+  ClockStepWatch step_watch(*context_.clock);
   while (!stop.stop_requested()) {
     SteadyTime now = context_.clock->SteadyNow();
+    if (std::optional<std::chrono::nanoseconds> step = step_watch.Check()) {
+      OnClockStep(*step);
+      // Other nodes on the stepped clock renew at their next liveness check; the janitor waits for that, and
+      // the next poll re-reads the database's now.
+      janitor_at = std::max(janitor_at, now + 2 * context_.work_check_frequency);
+      poll_at = now;
+    }
     if (janitor && now >= janitor_at) {
       Sweep();
       now = context_.clock->SteadyNow();
@@ -281,6 +289,9 @@ SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
     if (row.running || !row.next_run_start_at.has_value()) continue;  // another node runs it / manual
     SteadyTime due =
         before + std::chrono::duration_cast<SteadyTime::duration>(*row.next_run_start_at - polled->db_now);
+    if (std::optional<std::chrono::microseconds> capped = CapNextRun(row, polled->db_now)) {
+      due = before + std::chrono::duration_cast<SteadyTime::duration>(*capped);
+    }
     if (due <= after) {
       // Due by now but not ready at the query: woken a hair early. Ask again soon -- but a store comparing at
       // a coarser precision than it reports would make that spin, so back off after a few tries.
@@ -402,6 +413,68 @@ void GlobalTaskWorker::RunThread(Task* task, ActiveRun* run, TaskFunction fn) {
     run->done = true;
   }
   Wake();
+}
+
+void GlobalTaskWorker::OnClockStep(std::chrono::nanoseconds step) {
+  struct Held {
+    std::string id;
+    std::string ticket;
+    std::chrono::microseconds lease;
+  };
+  std::vector<Held> held;
+  {
+    std::lock_guard lock(mu_);
+    const SteadyTime now = context_.clock->SteadyNow();
+    for (auto& [id, task] : tasks_) {
+      if (!RunningLocked(*task) || !task->run->deadline.has_value()) continue;  // no timeout: no expiry
+      // Until the run's own timeout on the monotonic clock, and the stop lease after it.
+      const auto left = std::max(*task->run->deadline - now, SteadyTime::duration::zero());
+      held.push_back({id, task->run->ticket,
+                      std::chrono::duration_cast<std::chrono::microseconds>(left) +
+                          std::chrono::duration_cast<std::chrono::microseconds>(kStopLease)});
+    }
+  }
+  int renewed = 0;
+  for (const Held& h : held) {
+    Result<bool> valid = store_.CheckTaskTicket({h.id, h.ticket, h.lease});
+    if (!valid.ok()) {
+      context_.Log(LogLevel::kWarn, "Failed to renew the lease of task " + Name(plugin_id_, h.id) +
+                                        " after a clock step, " + valid.status().ToString());
+    } else if (*valid) {
+      ++renewed;
+    }
+  }
+  context_.Log(LogLevel::kWarn, "The wall clock stepped " + ClockStepWatch::Describe(step) +
+                                    " (the monotonic clock did not): renewed the leases of " +
+                                    std::to_string(renewed) + " running tasks of plugin " + plugin_id_ +
+                                    " on this node");
+}
+
+std::optional<std::chrono::microseconds> GlobalTaskWorker::CapNextRun(const store::PolledTask& row,
+                                                                      WallTime db_now) {
+  using std::chrono::microseconds;
+  const auto ahead = std::chrono::duration_cast<microseconds>(*row.next_run_start_at - db_now);
+  if (ahead <= ClockStepWatch::kThreshold) return std::nullopt;
+  Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(row.settings_json);
+  if (!settings.ok()) return std::nullopt;  // the claim reports it
+  Result<TaskCadence> cadence = TaskCadence::FromSettings(*settings);
+  if (!cadence.ok() || cadence->kind != CadenceKind::kDuration) return std::nullopt;
+  // A registration's initial delay may lie further ahead than one period; a skew of up to the step threshold
+  // between writers is not a step.
+  const microseconds within = std::max(cadence->period, cadence->initial_delay.value_or(microseconds(0)));
+  if (ahead <= within + ClockStepWatch::kThreshold) return std::nullopt;
+  Result<bool> moved = store_.CapTaskNextRun({row.id, within});
+  if (!moved.ok()) {
+    context_.Log(LogLevel::kWarn, "Failed to bring the next run of task " + Name(plugin_id_, row.id) +
+                                      " to its cadence, " + moved.status().ToString());
+    return std::nullopt;
+  }
+  if (!*moved) return std::nullopt;  // claimed or moved meanwhile: the next poll sees it
+  context_.Log(LogLevel::kWarn,
+               "Task " + Name(plugin_id_, row.id) + " was due " + ClockStepWatch::Describe(ahead) +
+                   " from now, beyond its cadence (the wall clock stepped back?); it is now due in " +
+                   ClockStepWatch::Describe(within));
+  return within;
 }
 
 void GlobalTaskWorker::Sweep() {

@@ -118,6 +118,11 @@ class GlobalTaskWorker {
   SteadyTime PollAndClaim(const std::vector<std::string>& ids, std::chrono::milliseconds interval);
   void TryClaim(const std::string& id, const store::PolledTask& row);
   void Sweep();
+  // After a wall-clock step: renews the leases of this node's runs from the database's now.
+  void OnClockStep(std::chrono::nanoseconds step);
+  // A duration task whose next run lies further ahead than its cadence allows (the wall clock stepped back)
+  // is brought to now + its cadence; returns the new distance, or nullopt when nothing moved.
+  std::optional<std::chrono::microseconds> CapNextRun(const store::PolledTask& row, WallTime db_now);
   bool RunningLocked(const Task& task) const { return task.run != nullptr && !task.run->done; }
   std::chrono::milliseconds PollIntervalLocked() const;
   void Wake() { wake_.Notify(); }

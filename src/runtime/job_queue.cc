@@ -212,8 +212,51 @@ class JobQueue::Impl {
     if (changed) WakeAll();  // a new poll interval or timeout applies at once
   }
 
+  // The attempt tokens of every job this node holds.
+  std::vector<std::string> HeldTokens() {
+    std::vector<std::string> tokens;
+    std::lock_guard lock(mu);
+    for (auto& [name, worker] : workers) {
+      std::vector<std::string> held = worker->HeldTokens();
+      tokens.insert(tokens.end(), held.begin(), held.end());
+    }
+    return tokens;
+  }
+
+  // After a wall-clock step the leases in the database (wall times) say nothing true about this node's jobs:
+  // a forward step makes them all look expired to every rescuer. This node renews its own from now, and its
+  // rescuer waits `hold` so that the other nodes on the stepped clock renew theirs first
+  // (docs/reliability.md, "Clock steps").
+  void OnClockStep(std::chrono::nanoseconds step, std::chrono::milliseconds hold) {
+    std::vector<std::pair<std::vector<std::string>, std::chrono::milliseconds>> held;
+    {
+      std::lock_guard lock(mu);
+      for (auto& [name, worker] : workers) held.emplace_back(worker->HeldTokens(), worker->ClaimLease());
+    }
+    long renewed = 0;
+    for (auto& [tokens, lease] : held) {
+      if (tokens.empty()) continue;
+      Result<long> count = store->RenewJobLeases(
+          {std::move(tokens), std::chrono::duration_cast<std::chrono::microseconds>(lease)});
+      if (!count.ok()) {
+        context.Log(LogLevel::kWarn,
+                    "Failed to renew job leases after a clock step, " + count.status().ToString());
+        continue;
+      }
+      renewed += *count;
+    }
+    context.Log(LogLevel::kWarn, "The wall clock stepped " + ClockStepWatch::Describe(step) +
+                                     " (the monotonic clock did not): renewed the leases of " +
+                                     std::to_string(renewed) +
+                                     " running jobs of this node; the rescuer waits " +
+                                     std::to_string(hold.count() / 1000) + " s before its next sweep");
+  }
+
   void Rescue() {
     store::RescueExpiredJobsParams params;
+    // This node's own attempts are alive whatever their expires_at says: it runs them, and ends each at its
+    // timeout on the monotonic clock.
+    params.spare_tokens = HeldTokens();
     params.backoff_base = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retry.base);
     params.backoff_max = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retry.cap);
     Result<std::vector<store::RescuedJob>> rescued = store->RescueExpiredJobs(params);
@@ -252,8 +295,16 @@ class JobQueue::Impl {
     SteadyTime config_at = now + o.config_refresh_interval;  // Open() read it already
     SteadyTime rescue_at = now;                              // the first sweeps run at once
     SteadyTime retention_at = now;
+    ClockStepWatch step_watch(clock);
     while (!stop.stop_requested()) {
       now = clock.SteadyNow();
+      if (std::optional<std::chrono::nanoseconds> step = step_watch.Check()) {
+        // Every live node on the stepped clock renews at its next pass, at most a rescue interval away.
+        const std::chrono::milliseconds hold =
+            2 * std::max(o.rescue_interval, std::chrono::milliseconds(1000));
+        OnClockStep(*step, hold);
+        if (o.rescue_interval.count() > 0) rescue_at = std::max(rescue_at, now + hold);
+      }
       if (config_dirty.exchange(false) || now >= config_at) {
         RefreshConfig();
         config_at = now + std::max(o.config_refresh_interval, std::chrono::milliseconds(1));

@@ -69,6 +69,25 @@ bool JobQueueWorker::CancelRunning(const std::string& id) {
   return true;
 }
 
+std::vector<std::string> JobQueueWorker::HeldTokens() const {
+  std::vector<std::string> tokens;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, run] : running_) {
+      if (run->row.attempt_token) tokens.push_back(*run->row.attempt_token);
+    }
+  }
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  return tokens;
+}
+
+std::chrono::milliseconds JobQueueWorker::ClaimLease() const {
+  // A prefetched job may wait up to prefetch_ttl before its timeout starts counting.
+  return context_.handlers.MaxTimeout(context_.DefaultTimeout()) + context_.options.rescue_grace +
+         (prefetch_ > 0 ? prefetch_ttl_ : std::chrono::milliseconds(0));
+}
+
 void JobQueueWorker::ProducerLoop(std::stop_token stop) {
   Clock& clock = *context_.clock;
   last_claim_ = clock.SteadyNow() - context_.PollInterval();  // the first pass claims
@@ -148,15 +167,11 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   next_due_.reset();
   if (kinds_.empty()) return false;  // no handler on this node: leave every job to the others
 
-  const std::chrono::milliseconds timeout = context_.handlers.MaxTimeout(context_.DefaultTimeout());
   store::ClaimJobsParams params;
   params.queue = queue_;
   params.limit = std::min(free, kMaxClaimBatch);
   params.kinds = kinds_;
-  // A prefetched job may wait up to prefetch_ttl before its timeout starts counting.
-  params.timeout = std::chrono::duration_cast<std::chrono::microseconds>(
-      timeout + context_.options.rescue_grace +
-      (prefetch_ > 0 ? prefetch_ttl_ : std::chrono::milliseconds(0)));
+  params.timeout = std::chrono::duration_cast<std::chrono::microseconds>(ClaimLease());
   params.worker_id = context_.worker_id;
   Result<std::vector<store::JobRow>> claimed = context_.store->ClaimJobs(params);
   const SteadyTime after = context_.clock->SteadyNow();

@@ -60,6 +60,11 @@ class JobQueueWorker {
   void SetPaused(bool paused);
   // If `id` runs here: its stop_token fires and its attempt ends with kCancel. Returns whether it runs here.
   bool CancelRunning(const std::string& id);
+  // The attempt tokens of the jobs this node holds (claimed and not yet finished), each once.
+  std::vector<std::string> HeldTokens() const;
+  // The lease a claim takes now: the longest handler timeout plus the rescue grace (and the prefetch time to
+  // live when the queue prefetches).
+  std::chrono::milliseconds ClaimLease() const;
   // Stops claiming; running handlers get `grace` (real time) to finish, then their stop_tokens fire; waits
   // for all of them and joins every thread. Their completions are handed to the completer. Idempotent.
   void Shutdown(std::chrono::milliseconds grace);

@@ -58,8 +58,9 @@ struct AbsoluteTime {
   WallTime at;
 };
 // Release only: greatest(previous next_run_start_at + period, now()) -- a fixed rate anchored to the planned
-// start, never in the past, so there is no catch-up burst after downtime. A NULL previous value counts as
-// now().
+// start, never in the past, so there is no catch-up burst after downtime -- and never later than now() +
+// period, which a previous value in the future (the wall clock stepped back) would give. A NULL previous
+// value counts as now().
 struct FixedRateAfter {
   std::chrono::microseconds period{0};
 };
@@ -160,6 +161,15 @@ struct CancelTaskParams {
   std::string id;
   std::string error_json;            // the serialized Error("Task was cancelled")
   std::optional<TimeSpec> next_run;  // absent: next_run_start_at unchanged
+};
+
+// A task that is not running and whose next_run_start_at lies more than `within` after now() is moved to
+// now()
+// + within; returns whether it moved. After the wall clock steps back, a duration task's stored next run lies
+// as far in the future as the step; its cadence bounds it (docs/reliability.md, "Clock steps").
+struct CapTaskNextRunParams {
+  std::string id;
+  std::chrono::microseconds within{0};
 };
 
 // The janitor: clears current_run_* of every run whose current_run_expires_at < now. Returns the ids. With
@@ -303,9 +313,19 @@ struct JobCompletion {
 // Running jobs whose expires_at < now (their worker died or hung) become failed (due at now + backoff) or
 // frozen when out of attempts, with last_error "Job timed out (worker lost)". backoff = min(backoff_base *
 // 2^(attempt-1), backoff_max); the store adds no jitter.
+// Attempts whose token is in spare_tokens are never rescued: the caller runs them itself, and knows they are
+// alive whatever the clocks say (docs/reliability.md, "Clock steps").
 struct RescueExpiredJobsParams {
   std::chrono::microseconds backoff_base{std::chrono::seconds(1)};
   std::chrono::microseconds backoff_max{std::chrono::hours(1)};
+  std::vector<std::string> spare_tokens;
+};
+
+// The owner of running attempts sets their expires_at to now + lease (the tokens' running jobs only); returns
+// how many moved. Re-bases the leases after a wall-clock step (docs/reliability.md, "Clock steps").
+struct RenewJobLeasesParams {
+  std::vector<std::string> tokens;
+  std::chrono::microseconds lease{0};
 };
 struct RescuedJob {
   std::string id;
@@ -566,6 +586,7 @@ class Store {
   virtual Result<bool> TryReleaseTask(const ReleaseTaskParams& params) = 0;
   virtual Status TriggerTask(const TriggerTaskParams& params) = 0;
   virtual Status CancelTask(const CancelTaskParams& params) = 0;
+  virtual Result<bool> CapTaskNextRun(const CapTaskNextRunParams& params) = 0;
   virtual Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) = 0;
   virtual Result<std::vector<TaskRow>> ListTasks(const ListTasksParams& params) = 0;
   virtual Status DeleteTask(const DeleteTaskParams& params) = 0;
@@ -600,6 +621,10 @@ class Store {
   virtual Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) {
     (void)params;
     return FailedPreconditionError("RescueExpiredJobs is not supported by this backend");
+  }
+  virtual Result<long> RenewJobLeases(const RenewJobLeasesParams& params) {
+    (void)params;
+    return FailedPreconditionError("RenewJobLeases is not supported by this backend");
   }
   virtual Status RetryJob(const RetryJobParams& params) {
     (void)params;

@@ -148,6 +148,7 @@ plugins:
 jobs:
   prefetch: 200
   wakeClaimInterval: 5ms
+  rescueInterval: 3s
   handlers:
     - kind: email
       queue: mail
@@ -186,6 +187,7 @@ TEST(ParseDaemonConfig, ReadsEveryKey) {
   EXPECT_EQ(c->job_handlers[0].queue, "mail");
   EXPECT_EQ(c->job_prefetch, 200);
   EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(5));
+  EXPECT_EQ(c->job_rescue_interval, std::chrono::seconds(3));
 }
 
 TEST(ParseDaemonConfig, AZeroWakeClaimIntervalClaimsOnEveryWakeUp) {
@@ -199,6 +201,7 @@ TEST(ParseDaemonConfig, EmptyFileGivesDefaults) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->database, "sqlite:octop-data");
   EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(1));
+  EXPECT_EQ(c->job_rescue_interval, std::chrono::seconds(15));
   EXPECT_EQ(c->http.host, "127.0.0.1");
   EXPECT_EQ(c->http.port, 7007);
 }
@@ -304,6 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"jobs: {wakeClaimInterval: 2s}",
                 "jobs.wakeClaimInterval: must be from 0 to 100 ms, got 2000 ms"},
         BadCase{"jobs: {wakeClaimInterval: often}", "jobs.wakeClaimInterval"},
+        BadCase{"jobs: {rescueInterval: 0s}", "jobs.rescueInterval: must be longer than zero"},
         BadCase{"a: [unclosed", "not valid YAML"}, BadCase{"database: a\ndatabase: b\n", "appears twice"},
         BadCase{"databse: \"\xff\xfe\"", "unknown key 'databse'"},
         BadCase{"http: {listen: [\"\xff\"]}", "http.listen: expected a string, got [\"\xEF\xBF\xBD\"]"}));

@@ -19,6 +19,7 @@ std::string_view StoreOpName(StoreOp op) {
       "TryReleaseTask",
       "TriggerTask",
       "CancelTask",
+      "CapTaskNextRun",
       "SweepExpiredTaskRuns",
       "ListTasks",
       "DeleteTask",
@@ -28,6 +29,7 @@ std::string_view StoreOpName(StoreOp op) {
       "ClaimJobs",
       "CompleteJobs",
       "RescueExpiredJobs",
+      "RenewJobLeases",
       "RetryJob",
       "CancelJob",
       "GetJob",
@@ -133,6 +135,10 @@ Status FaultyStore::TriggerTask(const store::TriggerTaskParams& params) {
 Status FaultyStore::CancelTask(const store::CancelTaskParams& params) {
   return Guard(StoreOp::kCancelTask, [&] { return inner_->CancelTask(params); });
 }
+Result<bool> FaultyStore::CapTaskNextRun(const store::CapTaskNextRunParams& params) {
+  return Guard(StoreOp::kCapTaskNextRun, [&] { return inner_->CapTaskNextRun(params); });
+}
+
 Result<std::vector<std::string>> FaultyStore::SweepExpiredTaskRuns(
     const store::SweepExpiredTaskRunsParams& params) {
   return Guard(StoreOp::kSweepExpiredTaskRuns, [&] { return inner_->SweepExpiredTaskRuns(params); });
@@ -162,6 +168,10 @@ Result<std::vector<bool>> FaultyStore::CompleteJobs(const std::vector<store::Job
 Result<std::vector<store::RescuedJob>> FaultyStore::RescueExpiredJobs(
     const store::RescueExpiredJobsParams& params) {
   return Guard(StoreOp::kRescueExpiredJobs, [&] { return inner_->RescueExpiredJobs(params); });
+}
+
+Result<long> FaultyStore::RenewJobLeases(const store::RenewJobLeasesParams& params) {
+  return Guard(StoreOp::kRenewJobLeases, [&] { return inner_->RenewJobLeases(params); });
 }
 Status FaultyStore::RetryJob(const store::RetryJobParams& params) {
   return Guard(StoreOp::kRetryJob, [&] { return inner_->RetryJob(params); });

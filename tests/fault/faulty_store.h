@@ -51,6 +51,7 @@ enum class StoreOp {
   kTryReleaseTask,
   kTriggerTask,
   kCancelTask,
+  kCapTaskNextRun,
   kSweepExpiredTaskRuns,
   kListTasks,
   kDeleteTask,
@@ -60,6 +61,7 @@ enum class StoreOp {
   kClaimJobs,
   kCompleteJobs,
   kRescueExpiredJobs,
+  kRenewJobLeases,
   kRetryJob,
   kCancelJob,
   kGetJob,
@@ -133,6 +135,7 @@ class FaultyStore final : public store::Store {
   Result<bool> TryReleaseTask(const store::ReleaseTaskParams& params) override;
   Status TriggerTask(const store::TriggerTaskParams& params) override;
   Status CancelTask(const store::CancelTaskParams& params) override;
+  Result<bool> CapTaskNextRun(const store::CapTaskNextRunParams& params) override;
   Result<std::vector<std::string>> SweepExpiredTaskRuns(
       const store::SweepExpiredTaskRunsParams& params) override;
   Result<std::vector<store::TaskRow>> ListTasks(const store::ListTasksParams& params) override;
@@ -146,6 +149,7 @@ class FaultyStore final : public store::Store {
   Result<std::vector<bool>> CompleteJobs(const std::vector<store::JobCompletion>& completions) override;
   Result<std::vector<store::RescuedJob>> RescueExpiredJobs(
       const store::RescueExpiredJobsParams& params) override;
+  Result<long> RenewJobLeases(const store::RenewJobLeasesParams& params) override;
   Status RetryJob(const store::RetryJobParams& params) override;
   Status CancelJob(const store::CancelJobParams& params) override;
   Result<store::JobRow> GetJob(std::string_view id) override;

@@ -459,6 +459,57 @@ TEST_P(JobQueueTest, TheRescuerReRunsAJobWhoseWorkerVanishedAndFencesTheLateComp
   EXPECT_EQ(MetricValue(b, "octop_jobs_rescued_total", {}), 1);
 }
 
+TEST_P(JobQueueTest, AForwardWallClockStepNeverReRunsJobsThatAreStillRunning) {
+  // Two nodes on one host run jobs when the wall clock (and the database's now with it, as SQLite's) jumps
+  // two hours: every lease looks expired to every rescuer. Each node spares its own jobs and renews their
+  // leases, and its rescuer waits for the other node to renew its own: no job runs twice
+  // (docs/reliability.md).
+  runtime_testing::SteppedClock& clock = stepped_clock_;
+  auto open_node = [&](const char* worker, CallLog& calls) -> JobQueue& {
+    auto options = Options(&clock);
+    options.rescue_interval = 50ms;
+    options.worker_id = worker;
+    JobQueue& q = Open(options);
+    EXPECT_TRUE(q.RegisterHandler("job",
+                                  [&](const JobContext& ctx) {
+                                    calls.Add(ctx);
+                                    gate_.Wait(ctx.stop_token);
+                                    return JobResult::Done();
+                                  },
+                                  {.timeout = 60s})
+                    .ok());
+    EXPECT_TRUE(q.AddWorkers("default", 2).ok());
+    EXPECT_TRUE(q.Start().ok());
+    return q;
+  };
+  JobQueue& a = open_node("node-a", calls_);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) ids.push_back(a.Enqueue(Spec("job")).value().id);
+  ASSERT_TRUE(calls_.WaitFor(2));
+  JobQueue& b = open_node("node-b", calls_b_);
+  for (int i = 0; i < 2; ++i) ids.push_back(a.Enqueue(Spec("job")).value().id);
+  ASSERT_TRUE(calls_b_.WaitFor(2));
+
+  clock.Step(2h);
+  const auto stepped = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Eventually([&] {
+    return logs_.Count(LogLevel::kWarn, "renewed the leases of 2 running jobs of this node") == 2;
+  })) << logs_.Dump();
+  // Absence over the window in which a wrong rescue would come: past the holds (2 s), many rescue passes.
+  EXPECT_FALSE(Eventually(
+      [&] { return calls_.size() + calls_b_.size() > 4; },
+      std::chrono::duration_cast<std::chrono::milliseconds>(stepped + 3s - std::chrono::steady_clock::now())))
+      << "a job ran twice: " << logs_.Dump();
+  gate_.Open();
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(WaitForJob(a, id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }));
+    EXPECT_EQ(a.GetJob(id)->attempt, 1);
+  }
+  EXPECT_EQ(calls_.size() + calls_b_.size(), 4u);
+  EXPECT_EQ(MetricValue(a, "octop_jobs_rescued_total", {}), 0);
+  EXPECT_EQ(MetricValue(b, "octop_jobs_rescued_total", {}), 0);
+}
+
 TEST_P(JobQueueTest, ConfigChangesApplyWithoutARestart) {
   JobQueue& q = Open(Options(&Clock::Real()));
   ASSERT_TRUE(q.Start().ok());

@@ -155,6 +155,7 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
   // What handlers touch lives here, not in the test body: a job may still be running when the body returns,
   // and the queues (declared last) are shut down before any of this is destroyed.
   testing::FakeClock fake_clock_;
+  runtime_testing::SteppedClock stepped_clock_;
   CallLog calls_;
   CallLog calls_b_;
   Gate gate_;

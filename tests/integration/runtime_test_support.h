@@ -1,11 +1,13 @@
 // Helpers shared by the runtime tests: a log sink that records lines, a call counter a task function bumps, a
-// gate a task function blocks on, and a bounded wait for a condition. Every wait here has a real-time
+// gate a task function blocks on, a real clock whose wall time a test can step, and a bounded wait for a
+// condition. Every wait here has a real-time
 // deadline, so a broken scheduler fails a test instead of hanging it.
 //
 // Thread-safety: every helper may be used from task threads and the test thread at once.
 #ifndef OCTOP_TESTS_INTEGRATION_RUNTIME_TEST_SUPPORT_H_
 #define OCTOP_TESTS_INTEGRATION_RUNTIME_TEST_SUPPORT_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -48,6 +50,12 @@ class LogCapture {
       if (l == level && text.find(fragment) != std::string::npos) return true;
     }
     return false;
+  }
+  int Count(LogLevel level, std::string_view fragment) const {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (const auto& [l, text] : lines_) n += l == level && text.find(fragment) != std::string::npos;
+    return n;
   }
   std::string Dump() const {
     std::lock_guard lock(mu_);
@@ -120,6 +128,24 @@ class Gate {
   std::condition_variable_any cv_;
   bool open_ = false;
   bool stopped_ = false;
+};
+
+// The real clock with a wall time the test steps, as NTP or `date -s` steps a host's clock: waits and the
+// steady time stay real. The database's now follows the stepped wall time, as SQLite's does on that host.
+class SteppedClock final : public Clock {
+ public:
+  WallTime WallNow() const override {
+    return Clock::Real().WallNow() + std::chrono::nanoseconds(step_ns_.load());
+  }
+  SteadyTime SteadyNow() const override { return Clock::Real().SteadyNow(); }
+  WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal = nullptr) override {
+    return Clock::Real().WaitUntil(deadline, std::move(stop), signal);
+  }
+  std::optional<WallTime> DatabaseNowOverride() const override { return WallNow(); }
+  void Step(std::chrono::nanoseconds d) { step_ns_.fetch_add(d.count()); }
+
+ private:
+  std::atomic<std::int64_t> step_ns_{0};
 };
 
 inline Duration Ms(std::int64_t ms) { return Duration::FromMilliseconds(ms); }

@@ -715,6 +715,60 @@ TEST_P(GlobalTaskTest, TheJanitorFreesRunsWhoseTimeoutExpired) {
   EXPECT_EQ(row->last_run_ended_at, t0_ + 61s);
 }
 
+// ---- Wall-clock steps (docs/reliability.md, "Clock steps")
+// ------------------------------------------------------------------
+
+TEST_P(GlobalTaskTest, AForwardWallClockStepDoesNotLetTheJanitorTakeARunningTask) {
+  // The wall clock (and the database's now with it, as on a SQLite host) jumps two hours during a run with a
+  // ten-minute timeout: its expiry lies in the past. The node renews its lease; no janitor frees the task.
+  PluginScheduler& plugin = Node(&logs_);
+  Gate& gate = Make<Gate>();
+  TaskDefinition task = Global("task1", Iso("PT1H"), [&](std::stop_token s) { gate.Wait(s); });
+  task.timeout = Iso("PT10M");
+  ASSERT_TRUE(plugin.ScheduleTask(task).ok());
+  ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
+  ASSERT_TRUE(clock_.WaitForWaiters(1));
+  clock_.StepWall(2h);
+  clock_.Advance(5s);  // the next liveness check
+  store::Store& db = Direct(clock_);
+  ASSERT_TRUE(Eventually([&] {
+    auto row = Row(db, "task1");
+    return row && row->current_run_expires_at.has_value() && *row->current_run_expires_at > clock_.WallNow();
+  })) << logs_.Dump();
+  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "The wall clock stepped +7200.0 s"));
+  auto swept = db.SweepExpiredTaskRuns({});
+  ASSERT_TRUE(swept.ok());
+  EXPECT_TRUE(swept->empty());
+  // The run keeps its own timeout, on the monotonic clock: ten minutes from its start, not from the step.
+  EXPECT_GT(*Row(db, "task1")->current_run_expires_at, clock_.WallNow() + 9min);
+  EXPECT_LE(*Row(db, "task1")->current_run_expires_at, clock_.WallNow() + 10min + 5s);
+  gate.Open();
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+}
+
+TEST_P(GlobalTaskTest, ABackwardWallClockStepDelaysADurationTaskByOnePeriodAtMost) {
+  // The wall clock steps two hours back between runs of a 10-second task: its stored next run lies two hours
+  // and ten seconds ahead. Its cadence bounds it: the next run comes ten seconds later, not two hours.
+  PluginScheduler& plugin = Node(&logs_);
+  CallCounter& calls = Make<CallCounter>();
+  ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT10S"), [&](std::stop_token) { calls.Hit(); })).ok());
+  ASSERT_TRUE(calls.WaitForCalls(1));
+  ASSERT_TRUE(WaitReleased(plugin, "task1"));
+  store::Store& db = Direct(clock_);
+  EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 10s);
+  clock_.StepWall(-2h);
+  clock_.Advance(5s);  // the next poll
+  ASSERT_TRUE(Eventually([&] { return Row(db, "task1")->next_run_start_at == t0_ - 2h + 15s; }))
+      << logs_.Dump();
+  for (int i = 0; i < 2; ++i) {  // ten seconds, in the steps of the poll
+    ASSERT_TRUE(clock_.WaitForWaiters(1));
+    clock_.Advance(5s);
+  }
+  ASSERT_TRUE(calls.WaitForCalls(2)) << logs_.Dump();
+  EXPECT_EQ(calls.calls(), 2);
+  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "beyond its cadence"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, GlobalTaskTest, ::testing::ValuesIn(store::testing::AllBackends()),
                          BackendName);
 

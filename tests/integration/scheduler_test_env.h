@@ -70,6 +70,9 @@ class FlakyStore final : public store::Store {
   Status CancelTask(const store::CancelTaskParams& p) override {
     return Down() ? Outage() : inner_->CancelTask(p);
   }
+  Result<bool> CapTaskNextRun(const store::CapTaskNextRunParams& p) override {
+    return Down() ? Outage() : inner_->CapTaskNextRun(p);
+  }
   Result<std::vector<std::string>> SweepExpiredTaskRuns(const store::SweepExpiredTaskRunsParams& p) override {
     return Down() ? Outage() : inner_->SweepExpiredTaskRuns(p);
   }

@@ -4,6 +4,7 @@
 #ifndef OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
 #define OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -25,10 +26,24 @@ namespace octop::scenario {
 
 using namespace std::chrono_literals;
 
-// A child process whose stdout and stderr are read into one buffer; `input` is written to its stdin.
+// A child process whose stdout and stderr are read into one buffer; `input` is written to its stdin. `env`
+// ("NAME=value") is added to this process's environment, replacing a variable of the same name.
 class Child {
  public:
-  explicit Child(std::vector<std::string> argv, const std::string& input = "") {
+  explicit Child(std::vector<std::string> argv, const std::string& input = "",
+                 const std::vector<std::string>& env = {}) {
+    std::vector<std::string> entries;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('=') + 1);
+      if (std::none_of(env.begin(), env.end(), [&](const std::string& x) { return x.starts_with(name); })) {
+        entries.push_back(entry);
+      }
+    }
+    entries.insert(entries.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (auto& e : entries) envp.push_back(e.data());
+    envp.push_back(nullptr);
     int out[2];
     int in[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -41,7 +56,7 @@ class Child {
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
-    EXPECT_EQ(::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ), 0) << argv[0];
+    EXPECT_EQ(::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), envp.data()), 0) << argv[0];
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     ::close(in[0]);
@@ -88,6 +103,11 @@ class Child {
   }
 
   void Signal(int sig) { ::kill(pid_, sig); }
+  // Reads what the child has written so far, without waiting.
+  void Drain() {
+    while (ReadSome(0ms)) {
+    }
+  }
   const std::string& output() const { return output_; }
 
  private:

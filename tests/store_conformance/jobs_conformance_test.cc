@@ -691,6 +691,48 @@ TEST_P(JobsTest, RescueRetriesWithBackoffOrFreezes) {
   EXPECT_EQ(Show(Get(a).scheduled_at), Show(clock_.WallNow() + seconds(8)));
 }
 
+TEST_P(JobsTest, RescueSparesTheCallersOwnAttempts) {
+  const std::string mine = Enqueue(Job("mine"));
+  auto first = Claim(1, "default", {}, seconds(10));
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].id, mine);
+  const std::string theirs = Enqueue(Job("theirs"));
+  auto second = Claim(1, "default", {}, seconds(10));
+  ASSERT_EQ(second.size(), 1u);
+  ASSERT_TRUE(first[0].attempt_token.has_value());
+  clock_.Advance(seconds(11));
+  auto rescued = store_->RescueExpiredJobs({.spare_tokens = {*first[0].attempt_token, "not-a-token"}});
+  OCTOP_ASSERT_OK(rescued);
+  ASSERT_EQ(rescued->size(), 1u);
+  EXPECT_EQ((*rescued)[0].id, theirs);
+  EXPECT_EQ(Get(mine).status, JobStatus::kRunning);
+}
+
+TEST_P(JobsTest, RenewJobLeasesRebasesRunningAttemptsOnNow) {
+  const std::string a = Enqueue(Job("a"));
+  const std::string b = Enqueue(Job("b"));
+  auto claimed = Claim(2, "default", {}, seconds(10));
+  ASSERT_EQ(claimed.size(), 2u);
+  ASSERT_TRUE(claimed[0].attempt_token.has_value() && claimed[1].attempt_token.has_value());
+  // The wall clock steps forward two hours: every lease looks expired. The owner renews from now.
+  clock_.StepWall(hours(2));
+  auto renewed = store_->RenewJobLeases(
+      {.tokens = {*claimed[0].attempt_token, *claimed[1].attempt_token}, .lease = seconds(30)});
+  OCTOP_ASSERT_OK(renewed);
+  EXPECT_EQ(*renewed, 2);
+  EXPECT_EQ(Show(Get(a).expires_at), Show(clock_.WallNow() + seconds(30)));
+  auto rescued = store_->RescueExpiredJobs({});
+  OCTOP_ASSERT_OK(rescued);
+  EXPECT_TRUE(rescued->empty());
+  renewed = store_->RenewJobLeases({.tokens = {"stale"}, .lease = seconds(30)});
+  OCTOP_ASSERT_OK(renewed);
+  EXPECT_EQ(*renewed, 0);
+  renewed = store_->RenewJobLeases({});
+  OCTOP_ASSERT_OK(renewed);
+  EXPECT_EQ(*renewed, 0);
+  EXPECT_EQ(Get(b).status, JobStatus::kRunning);
+}
+
 // ---- Manual retry and cancel
 // --------------------------------------------------------------------------------------
 

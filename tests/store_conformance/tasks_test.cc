@@ -419,6 +419,44 @@ TEST_P(StoreConformance, FixedRateHasNoCatchUpAfterALongGap) {
       << "clamped to now, not 599 runs behind";
 }
 
+TEST_P(StoreConformance, FixedRateIsNeverMoreThanAPeriodFromNow) {
+  // The wall clock steps back two hours during a run: previous start + period lies two hours ahead, and the
+  // task would wait that long. The release bounds it by one period from now (docs/reliability.md).
+  AddTask("a", DbNowPlus{});
+  ASSERT_TRUE(Claim("a", "t").has_value());
+  clock_.StepWall(-hours(2));
+  auto released = store_->TryReleaseTask({.id = "a", .ticket = "t", .next_run = FixedRateAfter{minutes(1)}});
+  OCTOP_ASSERT_OK(released);
+  EXPECT_TRUE(*released);
+  EXPECT_EQ(Show(Row("a").next_run_start_at), Show(t0() - hours(2) + minutes(1)));
+}
+
+TEST_P(StoreConformance, CapTaskNextRunBringsAFarDueTimeWithinTheBound) {
+  AddTask("far", AbsoluteTime{t0() + hours(2)});
+  AddTask("near", AbsoluteTime{t0() + seconds(30)});
+  auto moved = store_->CapTaskNextRun({.id = "far", .within = minutes(1)});
+  OCTOP_ASSERT_OK(moved);
+  EXPECT_TRUE(*moved);
+  EXPECT_EQ(Show(Row("far").next_run_start_at), Show(t0() + minutes(1)));
+  moved = store_->CapTaskNextRun({.id = "far", .within = minutes(1)});
+  OCTOP_ASSERT_OK(moved);
+  EXPECT_FALSE(*moved) << "already within the bound";
+  moved = store_->CapTaskNextRun({.id = "near", .within = minutes(1)});
+  OCTOP_ASSERT_OK(moved);
+  EXPECT_FALSE(*moved);
+  EXPECT_EQ(Show(Row("near").next_run_start_at), Show(t0() + seconds(30)));
+  moved = store_->CapTaskNextRun({.id = "missing", .within = minutes(1)});
+  OCTOP_ASSERT_OK(moved);
+  EXPECT_FALSE(*moved);
+  // A running task is its owner's: its next run is written by the release.
+  AddTask("busy", DbNowPlus{});
+  ASSERT_TRUE(Claim("busy", "t").has_value());
+  clock_.StepWall(-hours(2));
+  moved = store_->CapTaskNextRun({.id = "busy", .within = minutes(1)});
+  OCTOP_ASSERT_OK(moved);
+  EXPECT_FALSE(*moved);
+}
+
 TEST_P(StoreConformance, FixedRateWithSubSecondPeriod) {
   AddTask("a", AbsoluteTime{t0()});
   ASSERT_TRUE(Claim("a", "t").has_value());

@@ -108,5 +108,25 @@ TEST(FakeClock, WaitForWaitersTimesOutWhenNobodyWaits) {
   EXPECT_FALSE(clock.WaitForWaiters(1, 10ms));
 }
 
+TEST(ClockStepWatch, ReportsWallStepsEitherWayButNotTheTimePassing) {
+  FakeClock clock;
+  ClockStepWatch watch(clock);
+  clock.Advance(3h);  // both clocks move: no step
+  EXPECT_EQ(watch.Check(), std::nullopt);
+  clock.StepWall(2h);
+  EXPECT_EQ(watch.Check(), std::chrono::nanoseconds(2h));
+  EXPECT_EQ(watch.Check(), std::nullopt);  // reported once
+  clock.StepWall(-2h);
+  clock.Advance(1s);
+  EXPECT_EQ(watch.Check(), std::chrono::nanoseconds(-2h));
+  // Below the threshold, and a slew's drift between checks, is not a step.
+  clock.StepWall(ClockStepWatch::kThreshold - 1ms);
+  EXPECT_EQ(watch.Check(), std::nullopt);
+  clock.StepWall(ClockStepWatch::kThreshold - 1ms);
+  EXPECT_EQ(watch.Check(), std::nullopt);
+  clock.StepWall(-ClockStepWatch::kThreshold);
+  EXPECT_EQ(watch.Check(), std::chrono::nanoseconds(-ClockStepWatch::kThreshold));
+}
+
 }  // namespace
 }  // namespace octop

@@ -1,7 +1,8 @@
 // FakeClock: a Clock whose time moves only when a test says so.
 //
-// Both the wall and the steady time start at the given instants and move together in Advance(). Advance()
-// wakes every thread blocked in WaitUntil whose deadline has been reached. Tests that must know a worker is
+// Both the wall and the steady time start at the given instants and move together in Advance(); StepWall()
+// moves the wall time alone, as a clock step does. Advance() wakes every thread blocked in WaitUntil whose
+// deadline has been reached. Tests that must know a worker is
 // asleep before they move time call WaitForWaiters(n), which blocks (on real time, with a deadline) until n
 // threads are waiting. DatabaseNowOverride() returns the fake wall time, so stores compare against the test's
 // time instead of the server's.
@@ -35,6 +36,8 @@ class FakeClock final : public Clock {
   // Moves time to the earliest deadline any thread is waiting for; returns false (and does nothing) if none
   // waits.
   bool AdvanceToNextDeadline();
+  // Steps the wall time alone by `d` (either way), as NTP or `date -s` would; the steady time stays.
+  void StepWall(std::chrono::nanoseconds d);
   // Blocks until at least `n` threads are inside WaitUntil, or `timeout` of real time passes; returns whether
   // they are.
   bool WaitForWaiters(int n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
@@ -51,7 +54,8 @@ class FakeClock final : public Clock {
   void NotifyAll();
 
   const WallTime wall_start_;
-  std::atomic<std::int64_t> offset_ns_{0};  // time advanced so far
+  std::atomic<std::int64_t> offset_ns_{0};     // time advanced so far
+  std::atomic<std::int64_t> wall_step_ns_{0};  // the wall clock's steps so far
   mutable std::mutex mu_;
   std::condition_variable waiters_changed_;
   std::set<Waiter> waiting_;  // guarded by mu_

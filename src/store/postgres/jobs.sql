@@ -118,11 +118,12 @@ updated AS (
 SELECT ord FROM updated;
 
 -- name: RescueExpiredJobs
--- $2 backoff base, $3 backoff cap, $4 the error. SKIP LOCKED: a row a completer is updating right now is left to
+-- $2 backoff base, $3 backoff cap, $4 the error, $5 the tokens spared. SKIP LOCKED: a row a completer is updating right now is left to
 -- it (it is finishing, not lost), and the rescuer never waits for -- or deadlocks with -- a worker.
 WITH expired AS (
   SELECT id FROM {ns}.octop_jobs
   WHERE status = 'running' AND expires_at < COALESCE($1::timestamptz, now())
+    AND NOT COALESCE(attempt_token = ANY ($5::text[]), false)
   FOR UPDATE SKIP LOCKED)
 UPDATE {ns}.octop_jobs j
 SET status = CASE WHEN j.attempt <= j.max_retries THEN 'failed' ELSE 'frozen' END,
@@ -138,6 +139,12 @@ SET status = CASE WHEN j.attempt <= j.max_retries THEN 'failed' ELSE 'frozen' EN
 FROM expired
 WHERE j.id = expired.id
 RETURNING j.id::text, j.status, j.attempt;
+
+-- name: RenewJobLeases
+-- $2 the tokens, $3 the lease.
+UPDATE {ns}.octop_jobs
+SET expires_at = COALESCE($1::timestamptz, now()) + $3::interval
+WHERE status = 'running' AND attempt_token = ANY ($2::text[]);
 
 -- name: RetryJob
 -- $2 id, $3 notification prefix. current = NULL: NotFound; updated = 0: Conflict. A frozen job whose unique key is

@@ -263,6 +263,7 @@ class PostgresStore final : public Store {
         release_(Make("TryReleaseTask", sql::kTryReleaseTask)),
         trigger_(Make("TriggerTask", sql::kTriggerTask)),
         cancel_(Make("CancelTask", sql::kCancelTask)),
+        cap_next_run_(Make("CapTaskNextRun", sql::kCapTaskNextRun)),
         sweep_(Make("SweepExpiredTaskRuns", sql::kSweepExpiredTaskRuns)),
         list_all_(Make("ListAllTasks", sql::kListAllTasks)),
         list_ids_(Make("ListTasksByIds", sql::kListTasksByIds)),
@@ -272,6 +273,7 @@ class PostgresStore final : public Store {
         claim_jobs_(Make("ClaimJobs", sql::kClaimJobs)),
         complete_jobs_(Make("CompleteJobs", sql::kCompleteJobs)),
         rescue_jobs_(Make("RescueExpiredJobs", sql::kRescueExpiredJobs)),
+        renew_job_leases_(Make("RenewJobLeases", sql::kRenewJobLeases)),
         retry_job_(Make("RetryJob", sql::kRetryJob)),
         cancel_job_(Make("CancelJob", sql::kCancelJob)),
         get_job_(Make("GetJob", sql::kGetJob)),
@@ -607,6 +609,13 @@ class PostgresStore final : public Store {
     return Status::Ok();
   }
 
+  Result<bool> CapTaskNextRun(const CapTaskNextRunParams& params) override {
+    if (!IsStorableText(params.id)) return false;
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(cap_next_run_, {NowParam(), params.id, FormatInterval(params.within)}));
+    return r.rows() == 1;
+  }
+
   Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) override {
     if (params.error_json && !IsStorableText(*params.error_json)) {
       return InvalidArgumentError("SweepExpiredTaskRuns: the error JSON is not valid UTF-8");
@@ -744,8 +753,9 @@ class PostgresStore final : public Store {
 
   Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) override {
     OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, Run(rescue_jobs_, {NowParam(), FormatInterval(params.backoff_base),
-                                       FormatInterval(params.backoff_max), std::string(kJobTimedOutError)}));
+        PgResult r, Run(rescue_jobs_,
+                        {NowParam(), FormatInterval(params.backoff_base), FormatInterval(params.backoff_max),
+                         std::string(kJobTimedOutError), TextArrayLiteral(params.spare_tokens)}));
     std::vector<RescuedJob> rescued;
     for (int i = 0; i < r.rows(); ++i) {
       rescued.push_back(
@@ -753,6 +763,13 @@ class PostgresStore final : public Store {
     }
     std::sort(rescued.begin(), rescued.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return rescued;
+  }
+
+  Result<long> RenewJobLeases(const RenewJobLeasesParams& params) override {
+    if (params.tokens.empty()) return 0L;
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(renew_job_leases_, {NowParam(), TextArrayLiteral(params.tokens),
+                                                               FormatInterval(params.lease)}));
+    return static_cast<long>(r.AffectedRows());
   }
 
   Status RetryJob(const RetryJobParams& params) override {
@@ -1103,11 +1120,12 @@ class PostgresStore final : public Store {
   const std::string quoted_schema_;
   const Clock* clock_;
   ConnectionPool pool_;
-  const Statement db_now_, upsert_, poll_, claim_, check_, extend_lease_, release_, trigger_, cancel_, sweep_,
-      list_all_, list_ids_, delete_;
-  const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_, retry_job_,
-      cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_, job_stats_, next_job_due_,
-      set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_, list_config_;
+  const Statement db_now_, upsert_, poll_, claim_, check_, extend_lease_, release_, trigger_, cancel_,
+      cap_next_run_, sweep_, list_all_, list_ids_, delete_;
+  const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_,
+      renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_,
+      job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_,
+      list_config_;
   const Statement notify_job_queues_;
   // Last: destroyed first, so its pending wake-ups are sent while the pool is still there.
   postgres::WakeupSender wakeups_;

@@ -67,13 +67,22 @@ UPDATE {ns}.backstage_backend_tasks__tasks
 SET next_run_start_at = CASE $4::int
       WHEN 1 THEN COALESCE($1::timestamptz, now()) + $6::interval
       WHEN 2 THEN $5::timestamptz
-      WHEN 3 THEN greatest(COALESCE(next_run_start_at, COALESCE($1::timestamptz, now())) + $6::interval,
-                           COALESCE($1::timestamptz, now()))
+      WHEN 3 THEN least(greatest(COALESCE(next_run_start_at, COALESCE($1::timestamptz, now())) + $6::interval,
+                                 COALESCE($1::timestamptz, now())),
+                        COALESCE($1::timestamptz, now()) + $6::interval)
     END,
     current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL,
     last_run_ended_at = COALESCE($1::timestamptz, now()),
     last_run_error_json = $7
 WHERE id = $2 AND current_run_ticket = $3;
+
+-- name: CapTaskNextRun
+-- $2 id, $3 interval.
+UPDATE {ns}.backstage_backend_tasks__tasks
+SET next_run_start_at = COALESCE($1::timestamptz, now()) + $3::interval
+WHERE id = $2 AND current_run_ticket IS NULL
+  AND next_run_start_at > COALESCE($1::timestamptz, now()) + $3::interval
+RETURNING 1;
 
 -- name: TriggerTask
 -- $2 id, $3 notification payload prefix. One statement, hence one transaction: the NOTIFY is delivered on commit,
@@ -92,8 +101,9 @@ WITH found AS (SELECT id FROM {ns}.backstage_backend_tasks__tasks WHERE id = $2)
                  SET next_run_start_at = CASE WHEN $4::int = 0 THEN next_run_start_at ELSE CASE $5::int
                        WHEN 1 THEN COALESCE($1::timestamptz, now()) + $7::interval
                        WHEN 2 THEN $6::timestamptz
-                       WHEN 3 THEN greatest(COALESCE(next_run_start_at, COALESCE($1::timestamptz, now())) + $7::interval,
-                                            COALESCE($1::timestamptz, now()))
+                       WHEN 3 THEN least(greatest(COALESCE(next_run_start_at, COALESCE($1::timestamptz, now()))
+                                                  + $7::interval, COALESCE($1::timestamptz, now())),
+                                         COALESCE($1::timestamptz, now()) + $7::interval)
                      END END,
                      current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL,
                      last_run_ended_at = COALESCE($1::timestamptz, now()), last_run_error_json = $3

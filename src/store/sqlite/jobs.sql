@@ -82,7 +82,14 @@ SET status = CASE WHEN attempt <= max_retries THEN 'failed' ELSE 'frozen' END,
     expires_at = NULL,
     last_error = :error
 WHERE status = 'running' AND expires_at < :now
+  AND coalesce(attempt_token, '') NOT IN (SELECT value FROM json_each(:spare_tokens))
 RETURNING id, status, attempt;
+
+-- name: RenewJobLeases
+-- :lease is a strftime modifier.
+UPDATE octop_jobs
+SET expires_at = strftime('%Y-%m-%d %H:%M:%f', :now, :lease)
+WHERE status = 'running' AND attempt_token IN (SELECT value FROM json_each(:tokens));
 
 -- name: JobStatusAndKey
 SELECT status, unique_key, queue FROM octop_jobs WHERE id = :id;

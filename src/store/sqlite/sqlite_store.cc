@@ -902,6 +902,15 @@ class SqliteStore final : public Store {
     });
   }
 
+  Result<bool> CapTaskNextRun(const CapTaskNextRunParams& params) override {
+    return Guard([&](Connection& conn) -> Result<bool> {
+      const std::string now = Now(conn);
+      Stmt row(conn, sql::kCapTaskNextRun);
+      row.Bind(":id", params.id).Bind(":now", now).Bind(":within", OffsetModifier(params.within));
+      return row.Step();
+    });
+  }
+
   Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) override {
     return Guard([&](Connection& conn) -> Result<std::vector<std::string>> {
       const std::string now = Now(conn);
@@ -1058,7 +1067,8 @@ class SqliteStore final : public Store {
         row.Bind(":now", now)
             .Bind(":base_ms", duration_cast<milliseconds>(params.backoff_base).count())
             .Bind(":max_ms", duration_cast<milliseconds>(params.backoff_max).count())
-            .Bind(":error", kJobTimedOutError);
+            .Bind(":error", kJobTimedOutError)
+            .Bind(":spare_tokens", IdsJson(params.spare_tokens));
         while (row.Step()) {
           const auto status = ParseJobStatus(row.Text(1));
           rescued.push_back({row.Text(0), status.value_or(JobStatus::kFailed), static_cast<int>(row.Int(2))});
@@ -1067,6 +1077,19 @@ class SqliteStore final : public Store {
       tx.Commit();
       std::sort(rescued.begin(), rescued.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
       return rescued;
+    });
+  }
+
+  Result<long> RenewJobLeases(const RenewJobLeasesParams& params) override {
+    if (params.tokens.empty()) return 0L;
+    return Guard([&](Connection& conn) -> Result<long> {
+      const std::string now = Now(conn);
+      Stmt update(conn, sql::kRenewJobLeases);
+      update.Bind(":now", now)
+          .Bind(":lease", OffsetModifier(params.lease))
+          .Bind(":tokens", IdsJson(params.tokens))
+          .Run();
+      return static_cast<long>(update.Changes());
     });
   }
 

@@ -65,13 +65,14 @@ WHERE id = :id AND current_run_ticket = :ticket
 RETURNING 1;
 
 -- name: ReleaseTask
--- :period set: fixed rate, max(previous + period, now), a NULL previous counting as now. Otherwise :next_at (resolved
--- by NowPlus, possibly NULL).
+-- :period set: fixed rate, max(previous + period, now) but at most now + period, a NULL previous counting as now.
+-- Otherwise :next_at (resolved by NowPlus, possibly NULL).
 UPDATE backstage_backend_tasks__tasks
 SET next_run_start_at = CASE
       WHEN :period IS NULL THEN :next_at
       WHEN next_run_start_at IS NULL THEN :now
-      ELSE max(coalesce(strftime('%Y-%m-%d %H:%M:%f', next_run_start_at, :period), :now), :now)
+      ELSE min(max(coalesce(strftime('%Y-%m-%d %H:%M:%f', next_run_start_at, :period), :now), :now),
+               strftime('%Y-%m-%d %H:%M:%f', :now, :period))
     END,
     current_run_ticket = NULL,
     current_run_started_at = NULL,
@@ -82,6 +83,14 @@ WHERE id = :id AND current_run_ticket = :ticket;
 
 -- name: TaskExists
 SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = :id;
+
+-- name: CapTaskNextRun
+-- :within is a strftime modifier.
+UPDATE backstage_backend_tasks__tasks
+SET next_run_start_at = strftime('%Y-%m-%d %H:%M:%f', :now, :within)
+WHERE id = :id AND current_run_ticket IS NULL
+  AND strftime('%Y-%m-%d %H:%M:%f', next_run_start_at) > strftime('%Y-%m-%d %H:%M:%f', :now, :within)
+RETURNING 1;
 
 -- name: TriggerTask
 UPDATE backstage_backend_tasks__tasks
@@ -95,7 +104,8 @@ SET next_run_start_at = CASE
       WHEN :keep_next = 1 THEN next_run_start_at
       WHEN :period IS NULL THEN :next_at
       WHEN next_run_start_at IS NULL THEN :now
-      ELSE max(coalesce(strftime('%Y-%m-%d %H:%M:%f', next_run_start_at, :period), :now), :now)
+      ELSE min(max(coalesce(strftime('%Y-%m-%d %H:%M:%f', next_run_start_at, :period), :now), :now),
+               strftime('%Y-%m-%d %H:%M:%f', :now, :period))
     END,
     current_run_ticket = NULL,
     current_run_started_at = NULL,
