@@ -7,7 +7,8 @@
 //   - no two runs of a global task overlap, whoever runs them;
 //   - a cron occurrence runs once;
 //   - a trigger and a cancel sent to either side reach a run on the other;
-//   - a run whose node is killed with SIGKILL is reclaimed after its timeout with Backstage's error recorded;
+//   - a run whose node is killed with SIGKILL is reclaimed after its timeout with Backstage's error recorded, an
+//     octop run by Backstage's own janitor and a Backstage run by octop's;
 //   - octop and Backstage's own knex migrator create the tables together on an empty schema, round after round.
 //
 // Needs OCTOP_TEST_PG_URL (a server this test may create databases on) and OCTOPD_BINARY, OCTOP_BINARY.
@@ -333,6 +334,28 @@ for (const [index, layout] of layouts(base).entries()) {
         killedAt[run.node] = Date.now();
         await nodes[role].kill('SIGKILL');
         ++incarnation;
+        if (role !== 'bs') {
+          // Backstage's janitor is the one to reclaim it: the other octop node stops too (a deploy), and once the
+          // lease has expired Backstage restarts, as its janitor sweeps at start (then once a minute).
+          const other = role === 'oc1' ? 'oc2' : 'oc1';
+          await nodes[other].kill('SIGTERM');
+          killedAt[nodes[other].name] = Date.now();
+          await until(`the lease of ${task} to expire`, () => Date.now() > expiresMs + 200, 20000);
+          await nodes.bs.kill('SIGTERM');
+          killedAt[nodes.bs.name] = Date.now();
+          nodes.bs = startBackstage(`bs${incarnation}`, layout, dir, bsTasks, bsPort);
+          await backstageReady(nodes.bs, layout.runLog);
+          const row = await until(`${task} to be reclaimed by Backstage`, async () => {
+            const r = await taskRow(layout, task);
+            return r && !r.current_run_ticket && r.last_run_error_json ? r : null;
+          }, 30000);
+          assert.match(String(row.last_run_error_json), /Task timed out/);
+          assert.ok(row.last_run_ended_at, 'the reclaimed run has an end time');
+          assert.match(nodes.bs.output, new RegExp(`Task timed out and was lost: ${task}`));
+          figures.push(`${layout.name}: ${task} (octop's run, its node killed) reclaimed by Backstage's janitor`);
+          nodes[other] = startOctopd(`${other}x${incarnation}`, layout, dir, ocTasks);
+          ports[other] = await octopPort(nodes[other]);
+        }
         if (role === 'bs') {
           // Only Backstage runs bs-long: until it is back, the row shows what the reclaim (by octop) wrote.
           const row = await until(`${task} to be reclaimed`, async () => {
