@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <filesystem>
@@ -10,7 +11,9 @@
 
 #include <dirent.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <sys/socket.h>
@@ -107,37 +110,37 @@ bool IsLoopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
-// httplib serves each connection on one thread from start to close, keep-alive waits and slow header reads
-// included; its default pool of 8 threads let 8 slow or idle clients stop the API, probes too. This queue
-// gives every connection a thread of its own, up to `max` at once (a connection beyond that waits for one to
-// end), so a crowd of slow clients costs idle threads instead of the service (docs/reliability.md, "Threat
-// model").
+// Set on the listen thread while it refuses a connection beyond the bound (see ConnectionThreads).
+thread_local bool t_refuse_connection = false;
+
+// httplib serves each connection on one thread from start to close; its default pool of 8 threads let 8 slow
+// or idle clients stop the API, probes too. This queue gives every connection a thread of its own, up to
+// `max` at once; a connection beyond that is refused at once with a 503 on the listen thread (no thread, no
+// read), so a crowd of clients costs idle threads up to a bound and then a clear answer (docs/reliability.md,
+// "Threat model").
 class ConnectionThreads : public httplib::TaskQueue {
  public:
   explicit ConnectionThreads(std::size_t max) : state_(std::make_shared<State>()) { state_->max = max; }
 
   void enqueue(std::function<void()> fn) override {
-    std::lock_guard lock(state_->mu);
-    if (state_->active >= state_->max) {
-      state_->waiting.push_back(std::move(fn));
-      return;
-    }
-    ++state_->active;
-    // The thread holds the state, not this queue: it may still be unlocking after shutdown() has returned.
-    std::thread([state = state_, first = std::move(fn)]() mutable {
-      std::function<void()> serve = std::move(first);
-      while (true) {
-        serve();
-        std::lock_guard held(state->mu);
-        if (state->waiting.empty()) {
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->active < state_->max) {
+        ++state_->active;
+        // The thread holds the state, not this queue: it may still be unlocking after shutdown() has
+        // returned.
+        std::thread([state = state_, serve = std::move(fn)] {
+          serve();
+          std::lock_guard held(state->mu);
           --state->active;
           state->idle.notify_all();
-          return;
-        }
-        serve = std::move(state->waiting.front());
-        state->waiting.pop_front();
+        }).detach();
+        return;
       }
-    }).detach();
+    }
+    t_refuse_connection = true;
+    fn();
+    t_refuse_connection = false;
   }
 
   // Called by httplib once its listen loop has ended: waits for every connection to close.
@@ -150,11 +153,200 @@ class ConnectionThreads : public httplib::TaskQueue {
   struct State {
     std::mutex mu;
     std::condition_variable idle;
-    std::deque<std::function<void()>> waiting;
     std::size_t active = 0;
     std::size_t max = 0;
   };
   std::shared_ptr<State> state_;
+};
+
+// A request's head (request line and header fields) as octop reads it before httplib parses it: httplib 0.11
+// bounds each line (8 KiB) and each read (the read timeout), but neither the number of fields nor the time a
+// client may take to send them (docs/reliability.md, "Threat model").
+struct HeadLimits {
+  std::size_t max_bytes = 64 * 1024;
+  std::size_t max_fields = 100;
+  std::chrono::milliseconds deadline{10000};  // from the head's first byte to its end
+  std::chrono::milliseconds idle{5000};       // waiting for a request to begin
+};
+
+enum class HeadResult { kReady, kClosed, kTooLarge, kTooManyFields, kTimedOut };
+
+// The connection's socket, with a buffer in front: the head is read (bounded) into the buffer, and httplib
+// then reads it from there before reading on from the socket. Bytes of a pipelined request stay buffered for
+// the next round.
+class BufferedSocketStream final : public httplib::Stream {
+ public:
+  BufferedSocketStream(int sock, std::chrono::milliseconds read_timeout,
+                       std::chrono::milliseconds write_timeout)
+      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  bool is_readable() const override { return pos_ < buffer_.size() || Poll(POLLIN, read_timeout_); }
+  bool is_writable() const override { return Poll(POLLOUT, write_timeout_); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ < buffer_.size()) {
+      const std::size_t n = std::min(size, buffer_.size() - pos_);
+      std::memcpy(ptr, buffer_.data() + pos_, n);
+      pos_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (!Poll(POLLIN, read_timeout_)) return -1;
+    return Recv(ptr, size);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!Poll(POLLOUT, write_timeout_)) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(false, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+  // Reads until the buffer holds a whole head, within `limits`; `stopping` says the server is closing.
+  HeadResult ReadHead(const HeadLimits& limits, const std::function<bool()>& stopping) {
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+    const auto slice = std::chrono::milliseconds(100);  // how soon a stopping server is noticed
+    const auto idle_until = std::chrono::steady_clock::now() + limits.idle;
+    while (buffer_.empty()) {
+      if (stopping() || std::chrono::steady_clock::now() >= idle_until) return HeadResult::kClosed;
+      if (!Poll(POLLIN, slice)) continue;
+      if (!Fill()) return HeadResult::kClosed;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + limits.deadline;
+    std::size_t scanned = 0;
+    std::size_t fields = 0;
+    while (true) {
+      // Count the lines seen so far; the head ends at the first empty one.
+      for (std::size_t eol; (eol = buffer_.find("\r\n", scanned)) != std::string::npos; scanned = eol + 2) {
+        if (eol + 2 > limits.max_bytes) return HeadResult::kTooLarge;
+        if (eol == scanned && scanned > 0) return HeadResult::kReady;
+        if (scanned > 0 && ++fields > limits.max_fields) return HeadResult::kTooManyFields;
+      }
+      if (buffer_.size() > limits.max_bytes) return HeadResult::kTooLarge;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return HeadResult::kTimedOut;
+      if (stopping()) return HeadResult::kClosed;
+      if (!Poll(POLLIN, std::min<std::chrono::milliseconds>(
+                            slice, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)))) {
+        continue;
+      }
+      if (!Fill()) return HeadResult::kClosed;
+    }
+  }
+
+ private:
+  bool Poll(short events, std::chrono::milliseconds timeout) const {
+    pollfd p{sock_, events, 0};
+    int n;
+    do {
+      n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    } while (n < 0 && errno == EINTR);
+    return n > 0 && (p.revents & (events | POLLHUP | POLLERR)) != 0;
+  }
+  ssize_t Recv(char* ptr, std::size_t size) {
+    ssize_t n;
+    do {
+      n = ::recv(sock_, ptr, size, 0);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  // Appends what the socket has; false at the end of the stream or on an error.
+  bool Fill() {
+    char chunk[16 * 1024];
+    const ssize_t n = Recv(chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buffer_.append(chunk, static_cast<std::size_t>(n));
+    return true;
+  }
+  void Address(bool peer, std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    auto* sa = reinterpret_cast<sockaddr*>(&addr);
+    if ((peer ? ::getpeername(sock_, sa, &len) : ::getsockname(sock_, sa, &len)) != 0) return;
+    char host[NI_MAXHOST];
+    char service[NI_MAXSERV];
+    if (::getnameinfo(sa, len, host, sizeof host, service, sizeof service, NI_NUMERICHOST | NI_NUMERICSERV) !=
+        0)
+      return;
+    ip = host;
+    port = std::atoi(service);
+  }
+
+  const int sock_;
+  const std::chrono::milliseconds read_timeout_;
+  const std::chrono::milliseconds write_timeout_;
+  std::string buffer_;
+  std::size_t pos_ = 0;  // the next byte httplib reads
+};
+
+// An answer written by the front itself (a connection refused, a head refused), JSON in Backstage's error
+// shape, after which the connection closes.
+std::string FrontAnswer(int status, const char* reason, const Status& error) {
+  OrderedJson body = ErrorBody(error, "", "");
+  body["response"]["statusCode"] = status;
+  const std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
+         "\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
+         std::to_string(text.size()) +
+         "\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n" +
+         (status == 503 ? "Retry-After: 1\r\n" : "") + "\r\n" + text;
+}
+
+// httplib's server with octop's own connection loop: each request's head is read within HeadLimits before
+// httplib parses it (process_request, which httplib keeps for subclasses), and connections beyond the bound
+// are answered 503 (ConnectionThreads).
+class BoundedServer final : public httplib::Server {
+ public:
+  explicit BoundedServer(HeadLimits limits) : limits_(limits) {}
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bool ret = true;
+    if (t_refuse_connection) {
+      // On the listen thread: never wait for this client. An answer the socket cannot take at once is
+      // dropped.
+      const std::string answer = FrontAnswer(503, "Service Unavailable",
+                                             UnavailableError("Too many connections; try again shortly"));
+      (void)::send(sock, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ret = false;
+    } else {
+      BufferedSocketStream strm(sock, std::chrono::seconds(read_timeout_sec_),
+                                std::chrono::seconds(write_timeout_sec_));
+      const auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
+      for (std::size_t left = keep_alive_max_count_; left > 0 && !stopping(); --left) {
+        const HeadResult head = strm.ReadHead(limits_, stopping);
+        if (head == HeadResult::kClosed) break;
+        if (head != HeadResult::kReady) {
+          const std::string answer =
+              head == HeadResult::kTimedOut
+                  ? FrontAnswer(408, "Request Timeout",
+                                InvalidArgumentError("The request's header fields took longer than allowed"))
+                  : FrontAnswer(
+                        431, "Request Header Fields Too Large",
+                        InvalidArgumentError(head == HeadResult::kTooLarge
+                                                 ? "The request's header fields are larger than allowed"
+                                                 : "The request has more header fields than allowed"));
+          (void)strm.write(answer.data(), answer.size());
+          ret = false;
+          break;
+        }
+        bool connection_closed = false;
+        ret = process_request(strm, left == 1, connection_closed, nullptr);
+        if (!ret || connection_closed) break;
+      }
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
+  }
+
+  const HeadLimits limits_;
 };
 
 // cpp-httplib 0.11 listens with a backlog of 5 (a compile-time constant of the packaged library), so a burst
@@ -327,12 +519,15 @@ std::optional<std::vector<std::string>> ApiServer::SplitPath(std::string_view ta
 
 class ApiServer::Impl {
  public:
-  httplib::Server server;
+  explicit Impl(HeadLimits limits) : server(limits) {}
+  BoundedServer server;
   std::atomic<bool> listen_done{false};  // the listen thread has returned
 };
 
 ApiServer::ApiServer(Scheduler& scheduler, ApiServerOptions options)
-    : scheduler_(scheduler), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+    : scheduler_(scheduler),
+      options_(std::move(options)),
+      impl_(std::make_unique<Impl>(HeadLimits{.deadline = options_.header_timeout})) {
   AddSchedulerRoutes();
 }
 

@@ -1,5 +1,7 @@
 // ApiServer: octopd's HTTP face -- Backstage's scheduler REST API for every plugin, /metrics, /healthz,
-// /readyz, the job-queue API, and the dashboard's static files -- on cpp-httplib.
+// /readyz, the job-queue API, and the dashboard's static files -- on cpp-httplib, behind octop's own
+// connection loop, which bounds connections (503 beyond max_connections) and each request's head (fields,
+// bytes, time).
 //
 // Routes are matched on the raw request target split into percent-decoded segments, exactly as Express
 // matches
@@ -20,6 +22,7 @@
 #ifndef OCTOP_HTTP_API_SERVER_H_
 #define OCTOP_HTTP_API_SERVER_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -71,8 +74,11 @@ struct ApiServerOptions {
   std::vector<std::string> allowed_hosts;
   std::size_t max_body_bytes = 1 << 20;
   // Connections served at once, each on a thread of its own (slow and idle keep-alive clients hold theirs);
-  // further connections wait until one closes.
+  // a connection beyond them is answered 503 at once and closed.
   std::size_t max_connections = 512;
+  // A request's head (request line and header fields: at most 64 KiB and 100 fields) must arrive within this
+  // long of its first byte: 408 otherwise. A connection waits at most 5 s for its next request to begin.
+  std::chrono::milliseconds header_timeout{10000};
   // Checked by /readyz (e.g. the database answers); OK when absent.
   std::function<Status()> readiness;
   // Serialized by /metrics, after the scheduler's own registry.

@@ -11,16 +11,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,17 +40,28 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Re-checks `condition` until it holds or `timeout` (real time) passes.
+bool Eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(20));  // a re-check cadence, not a wait for an event
+  }
+  return true;
+}
+
 struct RawResponse {
   int status = 0;
   std::string headers;
   std::string body;
 };
 
-// Sends `request` byte for byte and reads the whole answer (the request asks the server to close).
-RawResponse SendRaw(int port, const std::string& request) {
-  RawResponse out;
+// A TCP connection to the server on loopback with 10 s send and receive timeouts; -1 on failure.
+int ConnectLoopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return out;
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -57,8 +71,17 @@ RawResponse SendRaw(int port, const std::string& request) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     ::close(fd);
-    return out;
+    return -1;
   }
+  return fd;
+}
+
+RawResponse ReadAnswer(int fd, std::string& raw);
+
+// Sends `request` byte for byte and reads the whole answer (the request asks the server to close).
+RawResponse SendRaw(int port, const std::string& request) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return {};
   std::size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n = ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -66,32 +89,45 @@ RawResponse SendRaw(int port, const std::string& request) {
     sent += static_cast<std::size_t>(n);
   }
   // No half-close: httplib takes a peer that shut its write side for gone and drops the answer.
-  // Read until the headers and Content-Length bytes of body are in (or the server closes): a server that
-  // refused the request line may keep the connection open, so EOF alone would wait for the timeout.
   std::string raw;
+  RawResponse out = ReadAnswer(fd, raw);
+  ::close(fd);
+  return out;
+}
+
+// Reads one answer from `fd`, starting with what `raw` already holds; bytes of a following answer stay in
+// `raw`. Reads until the headers and Content-Length bytes of body are in (or the server closes): a server
+// that refused the request line may keep the connection open, so EOF alone would wait for the timeout.
+RawResponse ReadAnswer(int fd, std::string& raw) {
+  RawResponse out;
   char buf[65536];
   std::size_t head_end = std::string::npos;
   std::size_t want = std::string::npos;
+  bool first = true;
   while (want == std::string::npos || raw.size() < want) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    raw.append(buf, static_cast<std::size_t>(n));
+    if (!first || raw.empty()) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      raw.append(buf, static_cast<std::size_t>(n));
+    }
+    first = false;
     if (head_end == std::string::npos && (head_end = raw.find("\r\n\r\n")) != std::string::npos) {
       std::string head = raw.substr(0, head_end);
       for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       const auto cl = head.find("content-length:");
-      if (cl != std::string::npos) want = head_end + 4 + std::stoul(head.substr(cl + 15));
+      want = head_end + 4 + (cl != std::string::npos ? std::stoul(head.substr(cl + 15)) : 0);
     }
   }
-  ::close(fd);
   if (raw.size() < 12 || head_end == std::string::npos) {
     std::fprintf(stderr, "raw answer (%zu bytes, errno %d): %s\n", raw.size(), errno,
                  raw.substr(0, 200).c_str());
     return out;
   }
+  const std::size_t end = std::min(raw.size(), want);
   out.status = std::stoi(raw.substr(9, 3));
   out.headers = raw.substr(0, head_end);
-  out.body = raw.substr(head_end + 4);
+  out.body = raw.substr(head_end + 4, end - head_end - 4);
+  raw.erase(0, end);
   return out;
 }
 
@@ -584,24 +620,15 @@ TEST_F(BadInputTest, EveryAnswerForbidsSniffingAndFraming) {
 // here.
 TEST_F(BadInputTest, SlowAndIdleClientsDoNotStarveTheProbes) {
   StartServer({});
-  auto connect_to = [&]() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    return fd;
-  };
   std::vector<int> held;
   for (int i = 0; i < 100; ++i) {
-    const int fd = connect_to();
+    const int fd = ConnectLoopback(port());
     const std::string partial = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     EXPECT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), static_cast<ssize_t>(partial.size()));
     held.push_back(fd);
   }
   for (int i = 0; i < 8; ++i) {  // a finished request on a connection left open (keep-alive)
-    const int fd = connect_to();
+    const int fd = ConnectLoopback(port());
     const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
     held.push_back(fd);
@@ -619,6 +646,85 @@ TEST_F(BadInputTest, SlowAndIdleClientsDoNotStarveTheProbes) {
   std::printf("[ figures  ] 15 probes beside 100 slow and 8 idle connections: slowest %lld ms\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count()));
   for (int fd : held) ::close(fd);
+}
+
+TEST_F(BadInputTest, ConnectionsBeyondTheBoundAreAnswered503AtOnce) {
+  ApiServerOptions options;
+  options.max_connections = 4;
+  StartServer(options);
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) held.push_back(ConnectLoopback(port()));  // each waits for its request
+  const auto start = std::chrono::steady_clock::now();
+  RawResponse refused = SendRaw(port(), Request("GET", "/healthz"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(refused.status, 503) << refused.headers;
+  const Json body = Json::parse(refused.body, nullptr, false);
+  EXPECT_TRUE(body.contains("error") && body["error"]["message"].is_string()) << refused.body;
+  EXPECT_EQ(body["response"]["statusCode"], 503) << refused.body;
+  EXPECT_NE(refused.headers.find("Retry-After: 1"), std::string::npos) << refused.headers;
+  // Refused, not queued behind the held connections (each would hold its place for up to 5 s).
+  EXPECT_LT(took, std::chrono::seconds(2));
+  for (int fd : held) ::close(fd);
+  EXPECT_TRUE(Eventually([&] { return SendRaw(port(), Request("GET", "/healthz")).status == 200; }));
+}
+
+TEST_F(BadInputTest, RequestHeadsAreBoundedInFieldsBytesAndTime) {
+  ApiServerOptions options;
+  options.header_timeout = std::chrono::seconds(1);
+  StartServer(options);
+  auto fields = [](int n, std::size_t value_bytes) {
+    std::string out;
+    for (int i = 0; i < n; ++i)
+      out += "X-Field-" + std::to_string(i) + ": " + std::string(value_bytes, 'v') + "\r\n";
+    return out;
+  };
+  // Host and Connection, and 98 more: 100 fields are served; 101 are not.
+  EXPECT_EQ(SendRaw(port(), Request("GET", "/healthz", "", fields(98, 8))).status, 200);
+  RawResponse many = SendRaw(port(), Request("GET", "/healthz", "", fields(99, 8)));
+  EXPECT_EQ(many.status, 431);
+  ExpectJsonError(many, "101 fields");
+  // Ten fields of 7 KiB (each line within httplib's 8 KiB): 70 KiB of head.
+  RawResponse large = SendRaw(port(), Request("GET", "/healthz", "", fields(10, 7 * 1024)));
+  EXPECT_EQ(large.status, 431);
+  ExpectJsonError(large, "70 KiB");
+  // A head sent one field at a time, each within the per-read timeout: cut at the head's deadline.
+  const int fd = ConnectLoopback(port());
+  ASSERT_GE(fd, 0);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string line = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  ASSERT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+  std::string raw;
+  RawResponse slow;
+  for (int i = 0; i < 100 && slow.status == 0; ++i) {
+    const std::string field = "X-Slow-" + std::to_string(i) + ": 1\r\n";
+    if (::send(fd, field.data(), field.size(), MSG_NOSIGNAL) <= 0) break;  // closed by the server
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) > 0) slow = ReadAnswer(fd, raw);  // a slow client's pace, not a wait for an event
+  }
+  if (slow.status == 0) slow = ReadAnswer(fd, raw);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::close(fd);
+  EXPECT_EQ(slow.status, 408);
+  ExpectJsonError(slow, "slow head");
+  EXPECT_GE(took, std::chrono::seconds(1));
+  EXPECT_LT(took, std::chrono::seconds(8)) << "the deadline counts from the head's first byte";
+}
+
+TEST_F(BadInputTest, PipelinedRequestsAreEachAnswered) {
+  StartServer({});
+  const int fd = ConnectLoopback(port());
+  ASSERT_GE(fd, 0);
+  const std::string keep = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string pipelined = keep + keep + Request("GET", "/api/octop/v1/jobs/not-a-job");
+  ASSERT_EQ(::send(fd, pipelined.data(), pipelined.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(pipelined.size()));
+  std::string raw;
+  EXPECT_EQ(ReadAnswer(fd, raw).status, 200);
+  EXPECT_EQ(ReadAnswer(fd, raw).status, 200);
+  RawResponse third = ReadAnswer(fd, raw);
+  EXPECT_EQ(third.status, 404);
+  ExpectJsonError(third, "third pipelined request");
+  ::close(fd);
 }
 
 TEST_F(BadInputTest, SmugglingShapesAndNulTargetsAreRefused) {
