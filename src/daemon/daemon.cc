@@ -256,10 +256,9 @@ Status Daemon::Start() {
                   "database " + store::RedactDatabaseUrl(config_.database) + ": " + probe.status().message());
   }
   std::shared_ptr<store::Store> probe_store = std::move(probe).value();
-  http_options.readiness = [probe_store]() -> Status {
-    auto now = probe_store->DatabaseNow();
-    return now.ok() ? Status::Ok() : now.status();
-  };
+  // Ready means able to work: the database answers and takes writes (a standby, a read-only file or a full
+  // disk answer reads but fail every claim).
+  http_options.readiness = [probe_store]() -> Status { return probe_store->CheckWritable(); };
   http_options.extra_registries.push_back(jobs_->metrics_registry());
   server_ = std::make_unique<http::ApiServer>(*scheduler_, std::move(http_options));
   http::AddJobRoutes(*server_, *jobs_);

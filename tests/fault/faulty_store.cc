@@ -4,46 +4,20 @@ namespace octop::fault_testing {
 
 std::string_view StoreOpName(StoreOp op) {
   static constexpr std::array<std::string_view, static_cast<std::size_t>(StoreOp::kCount)> kNames = {
-      "Migrate",
-      "SchemaVersion",
-      "MigrateTo",
-      "AppliedMigrations",
-      "DescribeTable",
-      "DescribeIndexes",
-      "DatabaseNow",
-      "CountBackstageSessions",
-      "UpsertTask",
-      "PollTasks",
-      "TryClaimTask",
-      "CheckTaskTicket",
-      "TryReleaseTask",
-      "TriggerTask",
-      "CancelTask",
-      "CapTaskNextRun",
-      "SweepExpiredTaskRuns",
-      "ListTasks",
-      "DeleteTask",
-      "Listen",
-      "EnqueueJobs",
-      "WithTransaction",
-      "ClaimJobs",
-      "CompleteJobs",
-      "RescueExpiredJobs",
-      "RenewJobLeases",
-      "RetryJob",
-      "CancelJob",
-      "GetJob",
-      "ListJobs",
-      "ListFailedJobs",
-      "SummarizeJobs",
-      "ComputeJobStats",
-      "NextJobDueAt",
-      "SetQueuePaused",
-      "ListQueues",
-      "DeleteFinishedJobs",
-      "GetConfig",
-      "SetConfig",
-      "ListConfig",
+      "Migrate",           "SchemaVersion",      "MigrateTo",
+      "AppliedMigrations", "DescribeTable",      "DescribeIndexes",
+      "DatabaseNow",       "CheckWritable",      "CountBackstageSessions",
+      "UpsertTask",        "PollTasks",          "TryClaimTask",
+      "CheckTaskTicket",   "TryReleaseTask",     "TriggerTask",
+      "CancelTask",        "CapTaskNextRun",     "SweepExpiredTaskRuns",
+      "ListTasks",         "DeleteTask",         "Listen",
+      "EnqueueJobs",       "WithTransaction",    "ClaimJobs",
+      "CompleteJobs",      "RescueExpiredJobs",  "RenewJobLeases",
+      "RetryJob",          "CancelJob",          "GetJob",
+      "ListJobs",          "ListFailedJobs",     "SummarizeJobs",
+      "ComputeJobStats",   "NextJobDueAt",       "SetQueuePaused",
+      "ListQueues",        "DeleteFinishedJobs", "GetConfig",
+      "SetConfig",         "ListConfig",
   };
   const auto i = static_cast<std::size_t>(op);
   return i < kNames.size() ? kNames[i] : "?";
@@ -107,6 +81,10 @@ Result<std::vector<store::ColumnInfo>> FaultyStore::DescribeTable(std::string_vi
 Result<std::vector<store::IndexInfo>> FaultyStore::DescribeIndexes(std::string_view table) {
   return Guard(StoreOp::kDescribeIndexes, [&] { return inner_->DescribeIndexes(table); });
 }
+Status FaultyStore::CheckWritable() {
+  return Guard(StoreOp::kCheckWritable, [&] { return inner_->CheckWritable(); });
+}
+
 Result<WallTime> FaultyStore::DatabaseNow() {
   return Guard(StoreOp::kDatabaseNow, [&] { return inner_->DatabaseNow(); });
 }

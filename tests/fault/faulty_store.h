@@ -43,6 +43,7 @@ enum class StoreOp {
   kDescribeTable,
   kDescribeIndexes,
   kDatabaseNow,
+  kCheckWritable,
   kCountBackstageSessions,
   kUpsertTask,
   kPollTasks,
@@ -125,6 +126,7 @@ class FaultyStore final : public store::Store {
   Result<std::vector<std::string>> AppliedMigrations() override;
   Result<std::vector<store::ColumnInfo>> DescribeTable(std::string_view table) override;
   Result<std::vector<store::IndexInfo>> DescribeIndexes(std::string_view table) override;
+  Status CheckWritable() override;
   Result<WallTime> DatabaseNow() override;
   Result<int> CountBackstageSessions() override;
 

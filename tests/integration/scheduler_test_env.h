@@ -40,6 +40,7 @@ class FlakyStore final : public store::Store {
   Status Migrate() override { return Down() ? Outage() : inner_->Migrate(); }
   Result<int> SchemaVersion() override { return Down() ? Outage() : inner_->SchemaVersion(); }
   Result<WallTime> DatabaseNow() override { return Down() ? Outage() : inner_->DatabaseNow(); }
+  Status CheckWritable() override { return Down() ? Outage() : inner_->CheckWritable(); }
   Result<int> CountBackstageSessions() override {
     return Down() ? Outage() : inner_->CountBackstageSessions();
   }

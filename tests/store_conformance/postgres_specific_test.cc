@@ -362,6 +362,23 @@ TEST_F(PostgresSpecificTest, WaitEndsPromptlyWhenStopIsRequested) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, seconds(5));
 }
 
+TEST_F(PostgresSpecificTest, CheckWritableSaysWhenTheSessionTakesNoWrites) {
+  auto store = Open(ns_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->CheckWritable().ok());
+  // Sessions that are read-only, as on a standby or under default_transaction_read_only: reads answer, the
+  // readiness probe must not.
+  StoreOptions options;
+  options.ns = ns_;
+  const std::string sep = url_.find('?') == std::string::npos ? "?" : "&";
+  auto read_only = OpenPostgresStore(url_ + sep + "options=-c%20default_transaction_read_only%3Don", options);
+  ASSERT_TRUE(read_only.ok()) << read_only.status().ToString();
+  EXPECT_TRUE((*read_only)->DatabaseNow().ok());
+  const Status status = (*read_only)->CheckWritable();
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_NE(status.message().find("read-only"), std::string::npos) << status.ToString();
+}
+
 TEST_F(PostgresSpecificTest, SameTaskIdInTwoSchemasIsTwoTasks) {
   auto a = Open(ns_);
   std::string other_ns = testing::FreshNamespace();

@@ -213,6 +213,63 @@ TEST(SqliteStore, AdoptsADatabaseABackstageBackendCreated) {
   EXPECT_EQ(after->front().next_run_start_at, At(2026, 1, 1, 0, 1, 4));
 }
 
+TEST(SqliteStore, AnIntegerTimeOutOfRangeIsAClearErrorNotACrash) {
+  // A Backstage node on SQLite may write epoch milliseconds; a row holding a number far beyond any date
+  // (written by hand, or by a broken writer) overflowed the conversion (UBSan aborted the process).
+  TempDir dir;
+  testing::FakeClock clock(At(2026, 1, 1, 0, 0, 5));
+  {
+    auto store = Open(dir, "odd", &clock);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Migrate().ok());
+  }
+  {
+    Raw raw(dir.File("odd"));
+    raw.Exec(R"(
+      insert into backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) values
+        ('epoch', '{"version":2,"cadence":"PT1M","timeoutAfterDuration":"PT1M"}', 1767225600000);
+    )");
+  }
+  auto store = Open(dir, "odd", &clock);
+  ASSERT_NE(store, nullptr);
+  auto rows = store->ListTasks({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(rows->front().next_run_start_at, At(2026, 1, 1, 0, 0, 0)) << "epoch milliseconds are read";
+  for (const char* huge : {"9223372036854775807", "-9223372036854775807", "1e300"}) {
+    {
+      Raw raw(dir.File("odd"));
+      raw.Exec(std::string("update backstage_backend_tasks__tasks set next_run_start_at = ") + huge);
+    }
+    rows = store->ListTasks({});
+    ASSERT_FALSE(rows.ok()) << huge;
+    EXPECT_EQ(rows.status().code(), StatusCode::kInternal) << huge;
+    EXPECT_NE(rows.status().message().find("out of range"), std::string::npos) << rows.status().ToString();
+  }
+}
+
+TEST(SqliteStore, CheckWritableSaysWhenWritesFail) {
+  TempDir dir;
+  testing::FakeClock clock;
+  auto store = Open(dir, "octop", &clock);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate().ok());
+  EXPECT_TRUE(store->CheckWritable().ok());
+  EXPECT_TRUE(store->CheckWritable().ok()) << "again: the probe leaves the file as it was";
+  // The files turn immutable (as a file system remounted read-only after errors): reads go on, writes fail.
+  const std::string file = dir.File("octop");
+  const std::string files = file + " " + file + "-wal";
+  if (std::system(("chattr +i " + files + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "chattr +i is not available here";
+  }
+  const Status status = store->CheckWritable();
+  const bool listed = store->ListTasks({}).ok();
+  EXPECT_EQ(std::system(("chattr -i " + files).c_str()), 0);
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+  EXPECT_TRUE(listed) << "reads still work";
+  EXPECT_TRUE(store->CheckWritable().ok());
+}
+
 TEST(SqliteStore, MemoryStoresArePrivate) {
   auto a = OpenStore("sqlite::memory:");
   auto b = OpenStore("sqlite::memory:");

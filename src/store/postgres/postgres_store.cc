@@ -264,6 +264,7 @@ class PostgresStore final : public Store {
         trigger_(Make("TriggerTask", sql::kTriggerTask)),
         cancel_(Make("CancelTask", sql::kCancelTask)),
         cap_next_run_(Make("CapTaskNextRun", sql::kCapTaskNextRun)),
+        writable_(Make("Writable", sql::kWritable)),
         sweep_(Make("SweepExpiredTaskRuns", sql::kSweepExpiredTaskRuns)),
         list_all_(Make("ListAllTasks", sql::kListAllTasks)),
         list_ids_(Make("ListTasksByIds", sql::kListTasksByIds)),
@@ -512,6 +513,15 @@ class PostgresStore final : public Store {
   Result<WallTime> DatabaseNow() override {
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(db_now_, {NowParam()}));
     return ParseTimestamp(r.Text(0, 0));
+  }
+
+  Status CheckWritable() override {
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(writable_, {}));
+    if (r.Text(0, 0) == "t")
+      return UnavailableError("PostgreSQL server is a standby (in recovery): it takes no writes");
+    if (r.Text(0, 1) == "on")
+      return UnavailableError("PostgreSQL session is read-only (transaction_read_only)");
+    return Status::Ok();
   }
 
   Status UpsertTask(const UpsertTaskParams& params) override {
@@ -1121,7 +1131,7 @@ class PostgresStore final : public Store {
   const Clock* clock_;
   ConnectionPool pool_;
   const Statement db_now_, upsert_, poll_, claim_, check_, extend_lease_, release_, trigger_, cancel_,
-      cap_next_run_, sweep_, list_all_, list_ids_, delete_;
+      cap_next_run_, writable_, sweep_, list_all_, list_ids_, delete_;
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_,
       renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_,
       job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_,

@@ -76,6 +76,9 @@ SET next_run_start_at = CASE $4::int
     last_run_error_json = $7
 WHERE id = $2 AND current_run_ticket = $3;
 
+-- name: Writable
+SELECT pg_is_in_recovery(), current_setting('transaction_read_only');
+
 -- name: CapTaskNextRun
 -- $2 id, $3 interval.
 UPDATE {ns}.backstage_backend_tasks__tasks

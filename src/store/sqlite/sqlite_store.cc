@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <sys/statvfs.h>
 
 #include <octop/task_settings.h>
 
@@ -180,8 +181,17 @@ class Stmt {
       case SQLITE_NULL:
         return std::nullopt;
       case SQLITE_INTEGER:
-      case SQLITE_FLOAT:
-        return WallTime{} + std::chrono::milliseconds(sqlite3_column_int64(stmt_, col));
+      case SQLITE_FLOAT: {
+        // Years 1 to 9999, as text times: beyond them the instant does not fit a WallTime (nanoseconds).
+        constexpr double kMinMs = -62135596800000.0;
+        constexpr double kMaxMs = 253402300799999.0;
+        const double ms = sqlite3_column_double(stmt_, col);
+        if (!(ms >= kMinMs && ms <= kMaxMs)) {
+          Fail(InternalError("datetime " + std::to_string(ms) + " (milliseconds since the epoch) in column " +
+                             std::string(sqlite3_column_name(stmt_, col)) + " is out of range"));
+        }
+        return WallTime{} + std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+      }
       default:
         break;
     }
@@ -229,6 +239,9 @@ class ConnectionPool {
  public:
   ConnectionPool(std::string path, bool in_memory, int max_size, std::chrono::milliseconds busy_timeout)
       : path_(std::move(path)), in_memory_(in_memory), max_size_(max_size), busy_timeout_(busy_timeout) {}
+
+  const std::string& path() const { return path_; }
+  bool in_memory() const { return in_memory_; }
 
   class Lease {
    public:
@@ -781,6 +794,24 @@ class SqliteStore final : public Store {
 
   Result<WallTime> DatabaseNow() override {
     return Guard([&](Connection& conn) -> Result<WallTime> { return ParseNow(Now(conn)); });
+  }
+
+  Status CheckWritable() override {
+    if (!pool_.in_memory()) {
+      // Below a megabyte a write may fail any moment; say so before it does.
+      struct statvfs fs {};
+      const std::string& file = pool_.path();
+      const std::string dir = std::filesystem::path(file).parent_path().string();
+      if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0 &&
+          static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize < 1024ULL * 1024) {
+        return UnavailableError("SQLite database " + file + ": less than 1 MiB free on its file system");
+      }
+    }
+    // A real write, the smallest one: the header's user_version set to itself (one WAL frame).
+    return Guard([&](Connection& conn) -> Status {
+      conn.Exec("PRAGMA user_version = user_version");
+      return Status::Ok();
+    });
   }
 
   Status UpsertTask(const UpsertTaskParams& params) override {
