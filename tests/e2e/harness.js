@@ -236,16 +236,22 @@ export async function openBrowser({ colorScheme = 'light' } = {}) {
 // a fresh context per test: its own cookies, storage and cache, so each test still starts from nothing. Call
 // closeSharedBrowser() after the file's tests.
 let sharedBrowser = null;
-export async function openContext({ colorScheme = 'light' } = {}) {
-  if (!sharedBrowser) {
-    sharedBrowser = chromium.launch({
-      executablePath: chromiumPath,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+// `hostResolverRules` (chromium's --host-resolver-rules, e.g. 'MAP rebind.test 127.0.0.1') gives the context a
+// browser of its own, launched with those rules.
+export async function openContext({ colorScheme = 'light', hostResolverRules } = {}) {
+  const launch = (extra = []) => chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync', ...extra],
+  });
+  let own = null;
+  if (hostResolverRules) {
+    own = await launch([`--host-resolver-rules=${hostResolverRules}`]);
+  } else if (!sharedBrowser) {
+    sharedBrowser = launch();
   }
-  const browser = await sharedBrowser;
+  const browser = own ?? await sharedBrowser;
   const context = await browser.newContext({
     viewport: { width: 1440, height: 900 },
     colorScheme,
@@ -255,7 +261,13 @@ export async function openContext({ colorScheme = 'light' } = {}) {
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  return { context, page, errors, close: () => context.close() };
+  return {
+    context, page, errors,
+    close: async () => {
+      await context.close();
+      if (own) await own.close();
+    },
+  };
 }
 
 export async function closeSharedBrowser() {

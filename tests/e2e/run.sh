@@ -33,4 +33,4 @@ if [[ ! -d node_modules/playwright-core ]] || [[ package-lock.json -nt node_modu
 fi
 
 # The default reporter (TAP when piped) ends with the '# tests N / # pass N / # fail N' summary lines.
-exec node --test --test-concurrency=1 cadence.test.js dashboard.test.js queue.test.js
+exec node --test --test-concurrency=1 cadence.test.js dashboard.test.js queue.test.js attacks.test.js
