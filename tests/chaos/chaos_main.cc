@@ -1,7 +1,8 @@
 // octop_chaos: the chaos test (issue 9). N octopd processes share one PostgreSQL; they run a few global tasks
 // with short cadences and timeouts and a job handler fed by a stream of jobs posted over REST. A seeded
 // driver SIGKILLs and restarts nodes, freezes them (SIGSTOP longer than the timeouts, then SIGCONT), restarts
-// PostgreSQL and restarts nodes under faketime with a skewed wall clock. Then the stream stops, the cluster
+// PostgreSQL, restarts nodes under faketime with a skewed wall clock and steps a running node's wall clock by
+// two hours and back. Then the stream stops, the cluster
 // settles, the nodes stop gracefully, and the invariants are checked from what the database recorded
 // (run_log_checks.h). Figures are printed as "chaos: key=value" lines; the exit status is 0 only when every
 // invariant held.
@@ -160,7 +161,8 @@ struct Node {
   int incarnation = 0;
   pid_t pid = -1;
   int port = 0;
-  int skew_s = 0;
+  int skew_s = 0;  // the wall clock's offset this incarnation starts with
+  int step_s = 0;  // a step made while it runs (the clock-step chaos), on top of the skew
   NodeState state = NodeState::kDead;
   std::string name;
   fs::path log;
@@ -210,6 +212,22 @@ class Cluster {
                                  << a << ", job], killGrace: 10s }\n";
   }
 
+  fs::path ClockFile(const Node& n) const {
+    return fs::path(options_.work) / ("n" + std::to_string(n.index) + ".faketime");
+  }
+  void WriteClockOffset(const Node& n) const {
+    const int offset = n.skew_s + n.step_s;
+    const fs::path file = ClockFile(n);
+    std::ofstream(file.string() + ".tmp") << (offset >= 0 ? "+" : "") << offset << "\n";
+    fs::rename(file.string() + ".tmp", file);
+  }
+
+  // Steps a running node's wall clock to skew + step (libfaketime reads the file within a second).
+  void StepClock(Node& n, int step_s) {
+    n.step_s = step_s;
+    WriteClockOffset(n);
+  }
+
   void Add(int skew_s) {
     Node n;
     n.index = static_cast<int>(nodes_.size());
@@ -226,17 +244,21 @@ class Cluster {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       std::string entry(*e);
-      if (entry.starts_with("ASAN_OPTIONS=") && n.skew_s != 0) continue;
+      if (entry.starts_with("ASAN_OPTIONS=")) continue;
       env.push_back(entry);
     }
     env.push_back("CHAOS_OCTOP_DB_URL=" + base_url_ + "?application_name=" + n.name);
     env.push_back("CHAOS_DB_URL=" + base_url_);
     env.push_back("CHAOS_NODE=" + n.name);
     env.push_back("CHAOS_WORK=" + options_.work);
-    if (n.skew_s != 0) {
-      // Only the wall clock is skewed, as on a host whose NTP is off; the monotonic clock stays true.
+    {
+      // Only the wall clock moves, as on a host whose NTP is off or steps; the monotonic clock stays true.
+      // The offset is read from a file (re-read every second), so a running node's clock can step.
+      n.step_s = 0;
+      WriteClockOffset(n);
       env.push_back("LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1");
-      env.push_back(std::string("FAKETIME=") + (n.skew_s > 0 ? "+" : "") + std::to_string(n.skew_s));
+      env.push_back("FAKETIME_TIMESTAMP_FILE=" + ClockFile(n).string());
+      env.push_back("FAKETIME_CACHE_DURATION=1");
       env.push_back("FAKETIME_DONT_FAKE_MONOTONIC=1");
       // ASan insists on coming first in the library list; faketime's preload comes before it.
       const char* asan = std::getenv("ASAN_OPTIONS");
@@ -547,7 +569,7 @@ double FencedCompletions(int port) {
   return sum;
 }
 
-enum class Chaos { kKill, kFreeze, kPgRestart, kSkew };
+enum class Chaos { kKill, kFreeze, kPgRestart, kSkew, kStep };
 const char* Name(Chaos c) {
   switch (c) {
     case Chaos::kKill:
@@ -558,6 +580,8 @@ const char* Name(Chaos c) {
       return "pg-restart";
     case Chaos::kSkew:
       return "skew";
+    case Chaos::kStep:
+      return "clock-step";
   }
   return "?";
 }
@@ -577,11 +601,9 @@ std::vector<Planned> Plan(const Options& o, std::mt19937_64& rng) {
     // The long freeze comes early, so its victim's stale runs are swept, re-run and fenced while chaos goes
     // on.
     plan.push_back({uniform(5, 12), Chaos::kFreeze, 30});
-    std::vector<Planned> kinds{{0, Chaos::kKill},
-                               {0, Chaos::kPgRestart},
-                               {0, Chaos::kSkew},
-                               {0, Chaos::kKill},
-                               {0, Chaos::kFreeze, uniform(7, 10)},
+    std::vector<Planned> kinds{{0, Chaos::kKill},     {0, Chaos::kPgRestart},
+                               {0, Chaos::kSkew},     {0, Chaos::kStep},
+                               {0, Chaos::kKill},     {0, Chaos::kFreeze, uniform(7, 10)},
                                {0, Chaos::kPgRestart}};
     std::shuffle(kinds.begin(), kinds.end(), rng);
     const double usable = o.seconds - 15;  // the last freeze ends before the stream stops
@@ -597,9 +619,10 @@ std::vector<Planned> Plan(const Options& o, std::mt19937_64& rng) {
   while (t < o.seconds - 35) {
     const double r = uniform(0, 1);
     Chaos what = r < 0.3    ? Chaos::kKill
-                 : r < 0.6  ? Chaos::kFreeze
-                 : r < 0.75 ? Chaos::kPgRestart
-                            : Chaos::kSkew;
+                 : r < 0.55 ? Chaos::kFreeze
+                 : r < 0.7  ? Chaos::kPgRestart
+                 : r < 0.85 ? Chaos::kSkew
+                            : Chaos::kStep;
     plan.push_back({t, what, what == Chaos::kFreeze ? uniform(3, 30) : 0});
     t += uniform(4, 12);
   }
@@ -644,10 +667,11 @@ int Main(const Options& o) {
   for (const Planned& p : plan) planned << std::fixed << " " << Name(p.what) << "@" << p.at_s << "s";
   Say("plan:" + planned.str());
   std::size_t next_event = 0;
+  enum class Then { kThaw, kRestart, kStepBack };
   struct Pending {
     SteadyTime at;
     Node* node;
-    bool thaw;  // else restart
+    Then then;
   };
   std::vector<Pending> pending;
   std::map<Chaos, int> done;
@@ -665,7 +689,8 @@ int Main(const Options& o) {
       violations.push_back(*crashed);
       Say("VIOLATION " + *crashed);
       for (Node& n : cluster.nodes()) {
-        if (n.state == NodeState::kDead) pending.push_back({std::chrono::steady_clock::now(), &n, false});
+        if (n.state == NodeState::kDead)
+          pending.push_back({std::chrono::steady_clock::now(), &n, Then::kRestart});
       }
     }
     const auto now = std::chrono::steady_clock::now();
@@ -675,9 +700,15 @@ int Main(const Options& o) {
         continue;
       }
       Node& n = *it->node;
-      if (it->thaw) {
+      if (it->then == Then::kThaw) {
         cluster.Thaw(n);
         Say("t=" + std::to_string(elapsed()) + " SIGCONT " + n.name);
+      } else if (it->then == Then::kStepBack) {
+        if (n.step_s != 0 && n.state != NodeState::kDead) {
+          Say("t=" + std::to_string(elapsed()) + " clock-step: " + n.name + "'s wall clock steps back by " +
+              std::to_string(-n.step_s) + " s");
+          cluster.StepClock(n, 0);
+        }
       } else if (n.state == NodeState::kDead) {
         cluster.Start(n);
         Say("t=" + std::to_string(elapsed()) + " restarted as " + n.name +
@@ -705,7 +736,7 @@ int Main(const Options& o) {
         cluster.Kill(*n);
         pending.push_back({std::chrono::steady_clock::now() +
                                std::chrono::milliseconds(std::uniform_int_distribution<int>(500, 3000)(rng)),
-                           n, false});
+                           n, Then::kRestart});
       } else if (p.what == Chaos::kFreeze) {
         Node* n = pick(healthy);
         Say(t + "SIGSTOP " + n->name + " for " + std::to_string(p.freeze_s) + " s");
@@ -715,7 +746,20 @@ int Main(const Options& o) {
         pending.push_back({std::chrono::steady_clock::now() +
                                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                    std::chrono::duration<double>(p.freeze_s)),
-                           n, true});
+                           n, Then::kThaw});
+      } else if (p.what == Chaos::kStep) {
+        // A running node's wall clock jumps two hours either way (an NTP step, a VM resume) and back after a
+        // while; its monotonic clock and the database's clock do not move (docs/reliability.md, "Clock
+        // steps").
+        Node* n = pick(healthy);
+        const int step = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? -7200 : 7200;
+        Say(t + "clock-step: " + n->name + "'s wall clock steps " + (step > 0 ? "+" : "") +
+            std::to_string(step) + " s");
+        cluster.StepClock(*n, step);
+        pending.push_back(
+            {std::chrono::steady_clock::now() +
+                 std::chrono::milliseconds(std::uniform_int_distribution<int>(5000, 15000)(rng)),
+             n, Then::kStepBack});
       } else {
         Node* n = pick(healthy);
         const int old_skew = n->skew_s;
@@ -739,8 +783,10 @@ int Main(const Options& o) {
     std::this_thread::sleep_for(100ms);  // the driver's tick: the schedule's resolution
   }
   for (Pending& p : pending) {
-    if (p.thaw) {
+    if (p.then == Then::kThaw) {
       cluster.Thaw(*p.node);
+    } else if (p.then == Then::kStepBack) {
+      if (p.node->state != NodeState::kDead) cluster.StepClock(*p.node, 0);
     } else if (p.node->state == NodeState::kDead) {
       cluster.Start(*p.node);
     }
@@ -842,9 +888,10 @@ int Main(const Options& o) {
   figures << std::fixed << "figures: seed=" << o.seed << " nodes=" << o.nodes
           << " duration_s=" << SecondsSince(t0) << " chaos_s=" << chaos_s << " kills=" << done[Chaos::kKill]
           << " freezes=" << done[Chaos::kFreeze] << " pg_restarts=" << done[Chaos::kPgRestart]
-          << " skew_restarts=" << done[Chaos::kSkew] << " task_runs=" << report.task_runs
-          << " task_claims=" << report.task_claims << " tickets_swept=" << report.tickets_swept
-          << " fenced_task_releases=" << fenced_releases << " of_which_by_frozen_nodes=" << fenced_after_wake
+          << " skew_restarts=" << done[Chaos::kSkew] << " clock_steps=" << done[Chaos::kStep]
+          << " task_runs=" << report.task_runs << " task_claims=" << report.task_claims
+          << " tickets_swept=" << report.tickets_swept << " fenced_task_releases=" << fenced_releases
+          << " of_which_by_frozen_nodes=" << fenced_after_wake
           << " allowed_overlaps=" << report.allowed_overlaps << " max_overlap_s=" << report.max_overlap_s
           << " jobs=" << report.jobs << " jobs_acknowledged=" << producer.ids().size()
           << " job_runs=" << report.job_runs << " success=" << report.jobs_success
