@@ -3,8 +3,8 @@
 // driver SIGKILLs and restarts nodes, freezes them (SIGSTOP longer than the timeouts, then SIGCONT), restarts
 // PostgreSQL, restarts nodes under faketime with a skewed wall clock and steps a running node's wall clock by
 // two hours and back. Then the stream stops, the cluster settles, the nodes stop gracefully, and the
-// invariants are checked from what the database recorded (run_log_checks.h). Figures are printed as "chaos: key=value" lines; the exit status is 0 only when every
-// invariant held.
+// invariants are checked from what the database recorded (run_log_checks.h). Figures are printed as
+// "chaos: key=value" lines; the exit status is 0 only when every invariant held.
 //
 //   octop_chaos --pg-dir DIR --octopd PATH [--seconds S] [--nodes N] [--seed X] [--work DIR] [--jobs-per-s R]
 //               [--prefetch P]
