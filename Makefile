@@ -20,6 +20,9 @@ demo: deps ## build and start octopd on embedded SQLite with example tasks and t
 test: deps ## build everything (ASan/UBSan, TSan, fuzz) and run every test against SQLite and a throwaway PostgreSQL
 	@scripts/run-tests.sh
 
+test-under-load: deps ## every test stage 3 times in a row with stress-ng --cpu 4 beside it (LOAD_ROUNDS, LOAD_CPUS)
+	@scripts/run-under-load.sh
+
 bench: deps ## release build and the benchmark tables (not part of make test)
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)

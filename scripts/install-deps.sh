@@ -12,7 +12,7 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libcli11-dev
   libhowardhinnant-date-dev prometheus-cpp-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
   libsqlite3-dev sqlite3 libpq-dev postgresql postgresql-contrib
-  faketime procps curl chromium
+  faketime procps curl chromium stress-ng
 )
 # Node.js may come from elsewhere (e.g. a nodejs package that bundles npm, which conflicts with Debian's npm):
 # ask for Debian's only when the commands are missing.
