@@ -1,5 +1,6 @@
-// octop_bench: octop's figures of issue 7, measured end to end through the public API (octop/queue.h,
-// octop/scheduler.h) on the real clock, against PostgreSQL (--pg-url) and/or the embedded SQLite backend
+// octop_bench: octop's figures (docs/performance.md), measured end to end through the public API
+// (octop/queue.h, octop/scheduler.h) on the real clock, against PostgreSQL (--pg-url) and/or the embedded
+// SQLite backend
 // (--sqlite-dir). Every figure is appended to --out as one JSON line in the shape of the benchmark result
 // contract (docs/performance.md), and a short table of what was measured goes to stdout.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make bench (after the release build): every figure of issue 7 measured in one run on one durable PostgreSQL
-# server (fsync, synchronous_commit, full_page_writes on), so the ratios hold on a noisy machine.
+# make bench (after the release build): every figure of docs/performance.md measured in one run on one durable
+# PostgreSQL server (fsync, synchronous_commit, full_page_writes on), so the ratios hold on a noisy machine.
 #   1. installs the peer job queues (bench/peers, npm ci) if they are missing
 #   2. starts a throwaway durable server (scripts/pg-test-server.sh), stopped again on exit
 #   3. pgbench single-row UPDATE TPS (the physical reference), 1 and 8 clients

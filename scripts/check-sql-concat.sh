@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# No SQL built by string concatenation of input (issue 9; run by ctest as octop_sql_concatenation_check).
+# No SQL built by string concatenation of input (run by ctest as octop_sql_concatenation_check).
 #
 #  1. Outside src/store no C++ source may hold SQL text at all: callers go through the Store interface.
 #  2. Inside src/store, SQL lives in the .sql files; C++ may join a string literal holding SQL with a value

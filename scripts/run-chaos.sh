@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The chaos test (issue 9; tests/chaos/chaos_main.cc, docs/reliability.md "Chaos test"): octopd nodes on one
+# The chaos test (tests/chaos/chaos_main.cc, docs/reliability.md "Chaos test"): octopd nodes on one
 # throwaway PostgreSQL under SIGKILL, SIGSTOP/SIGCONT, PostgreSQL restarts and clock skew (faketime); the
 # invariants are checked from the database's append-only run log and the figures printed ("chaos: ..." lines).
 #   scripts/run-chaos.sh --short    75 s of chaos, about 2.5 minutes in all (make test's "chaos" stage)

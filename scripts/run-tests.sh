@@ -34,7 +34,7 @@ if has debug; then
   echo "run-tests: debug (ASan+UBSan) build"
   cmake --preset debug >/dev/null
   cmake --build --preset debug -j "$jobs"
-  # The 2-process job stress test drains 20,000 jobs on both backends here (issue 6); the TSan stage keeps the
+  # The 2-process job stress test drains 20,000 jobs on both backends here; the TSan stage keeps the
   # test's own, smaller SQLite default.
   OCTOP_JOB_STRESS_JOBS=20000 \
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -127,8 +127,8 @@ struct TaskDescriptor {
 enum class TaskStatus { kIdle, kRunning };
 std::string_view TaskStatusName(TaskStatus status);  // "idle" | "running"
 
-// The REST API's taskState (spec §3.10 for global tasks, read from the database, so it reflects the whole
-// cluster; spec §6 for local tasks). Fields that do not apply are absent.
+// The REST API's taskState (for global tasks read from the database, so it reflects the whole
+// cluster; for local tasks, this node's memory). Fields that do not apply are absent.
 struct TaskState {
   TaskStatus status = TaskStatus::kIdle;
   std::optional<WallTime> starts_at;     // idle: when the next run is due (absent: manual, not triggered)

@@ -1,5 +1,5 @@
-// GlobalTaskWorker: every global-scope task of one plugin on this node (spec §3, §3.12, §5), coordinated with
-// the other nodes through the plugin's Store.
+// GlobalTaskWorker: every global-scope task of one plugin on this node (docs/scheduler.md, "Global tasks"),
+// coordinated with the other nodes through the plugin's Store.
 //
 // Threads (none per task):
 //   poller    one readiness query (PollTasks) for all of the plugin's waiting tasks, then a claim per ready

@@ -1,5 +1,5 @@
-// LocalTaskWorker: every local-scope task of one plugin, run in memory on this node (spec §6), never touching
-// the database.
+// LocalTaskWorker: every local-scope task of one plugin, run in memory on this node (docs/scheduler.md,
+// "Local tasks"), never touching the database.
 //
 // One dispatcher thread sleeps until the earliest due time among the plugin's local tasks (or a trigger) and
 // starts runs; each run gets a thread of its own that exists only while the run is active. A task's runs are

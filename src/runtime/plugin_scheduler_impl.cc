@@ -14,7 +14,7 @@ Status Wrap(const Status& status, std::string_view prefix) {
   return Status(status.code(), std::string(prefix) + status.message());
 }
 
-// Backstage's persistTask (spec §3.3): where a new row starts, and where an existing row may be moved
+// Backstage's persistTask: where a new row starts, and where an existing row may be moved
 // (earlier only; the store applies that rule and the manual -> timed fix).
 Result<store::UpsertTaskParams> UpsertParamsFor(const std::string& id, const TaskSettingsV2& settings,
                                                 const TaskCadence& cadence, WallTime db_now) {

@@ -1,8 +1,9 @@
 // PluginSchedulerImpl: the real PluginScheduler of one plugin (Backstage's PluginTaskSchedulerImpl).
 //
 // Validates definitions, keeps the registration order, routes trigger/cancel (a local task of this node
-// first, then the database, spec §4), and owns the plugin's Store (opened and migrated once, on first need),
-// its GlobalTaskWorker (started with the store) and its LocalTaskWorker.
+// first, then the database: docs/scheduler.md, "Trigger / cancel routing"), and owns the plugin's Store
+// (opened and migrated once, on first need), its GlobalTaskWorker (started with the store) and its
+// LocalTaskWorker.
 //
 // Thread-safety: all methods may be called from any thread. Lock order: mu_, then store_mu_, then a worker's
 // lock.

@@ -1,5 +1,5 @@
-// SchedulerMetrics: Backstage's task-run instruments (spec §10) in a prometheus-cpp registry, and the wrapper
-// that runs a task function with them.
+// SchedulerMetrics: Backstage's task-run instruments (docs/scheduler.md, "Metrics") in a prometheus-cpp
+// registry, and the wrapper that runs a task function with them.
 //
 //   backend_tasks_task_runs_count{taskId,scope,result,plugin}     counter, +1 result="started" at the start
 //   and +1
@@ -41,7 +41,7 @@ class SchedulerMetrics {
  public:
   explicit SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry);
 
-  // The buckets of backend_tasks_task_runs_duration (spec §10).
+  // The buckets of backend_tasks_task_runs_duration, as Backstage's (docs/scheduler.md, "Metrics").
   static const std::vector<double>& DurationBuckets();
 
   // Calls fn(stop) inside the instruments: records the start, catches anything it throws, records the end.

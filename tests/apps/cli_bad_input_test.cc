@@ -1,6 +1,6 @@
-// Bad input at the CLI edge (issue 9): bad flags, bad URLs, bad JSON payloads. Each must exit with 2 and one
-// line on stderr that starts with "octop:", before anything is sent or written: the --url points at a
-// listening socket that must see no connection, and the --database directory must not be created.
+// Bad input at the CLI edge (docs/reliability.md): bad flags, bad URLs, bad JSON payloads. Each must exit
+// with 2 and one line on stderr that starts with "octop:", before anything is sent or written: the --url
+// points at a listening socket that must see no connection, and the --database directory must not be created.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>

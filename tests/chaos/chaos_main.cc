@@ -1,8 +1,8 @@
-// octop_chaos: the chaos test (issue 9). N octopd processes share one PostgreSQL; they run a few global tasks
-// with short cadences and timeouts and a job handler fed by a stream of jobs posted over REST. A seeded
-// driver SIGKILLs and restarts nodes, freezes them (SIGSTOP longer than the timeouts, then SIGCONT), restarts
-// PostgreSQL, restarts nodes under faketime with a skewed wall clock and steps a running node's wall clock by
-// two hours and back. Then the stream stops, the cluster settles, the nodes stop gracefully, and the
+// octop_chaos: the chaos test (docs/reliability.md). N octopd processes share one PostgreSQL; they run a few
+// global tasks with short cadences and timeouts and a job handler fed by a stream of jobs posted over REST. A
+// seeded driver SIGKILLs and restarts nodes, freezes them (SIGSTOP longer than the timeouts, then SIGCONT),
+// restarts PostgreSQL, restarts nodes under faketime with a skewed wall clock and steps a running node's wall
+// clock by two hours and back. Then the stream stops, the cluster settles, the nodes stop gracefully, and the
 // invariants are checked from what the database recorded (run_log_checks.h). Figures are printed as
 // "chaos: key=value" lines; the exit status is 0 only when every invariant held.
 //

@@ -13,7 +13,7 @@ Result<ScheduleConfig> Read(const char* json) {
   return ReadScheduleConfig(Json::parse(json), "", "mock-config");
 }
 
-// Backstage's SchedulerService.test.ts cases (spec §11.7).
+// Backstage's SchedulerService.test.ts cases.
 TEST(ReadScheduleConfig, AllValidValues) {
   auto s = Read(R"({"frequency":{"cron":"0 30 * * * *"},"timeout":"PT3M","initialDelay":{"minutes":20},
                     "scope":"global"})");

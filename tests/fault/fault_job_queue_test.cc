@@ -1,9 +1,10 @@
-// Fault injection at the store seam for the job queue (issue 9): a FaultyStore under each JobQueue node drops
-// the connection before the claim or completion statement, or after its COMMIT (an ambiguous commit), and
-// fails the management calls. The invariants, as docs/jobs.md promises them: every job reaches a final
-// status, none is lost, none runs twice at once, and delivery is at-least-once -- a job runs again only when
-// its completion was never written (then after its expiry, by the rescuer). Time is a FakeClock (the
-// database's now too); the completer's retry after a failed write waits on real time (1 s, by design).
+// Fault injection at the store seam for the job queue (docs/reliability.md): a FaultyStore under each
+// JobQueue node drops the connection before the claim or completion statement, or after its COMMIT (an
+// ambiguous commit), and fails the management calls. The invariants, as docs/jobs.md promises them: every job
+// reaches a final status, none is lost, none runs twice at once, and delivery is at-least-once -- a job runs
+// again only when its completion was never written (then after its expiry, by the rescuer). Time is a
+// FakeClock (the database's now too); the completer's retry after a failed write waits on real time (1 s, by
+// design).
 #include <map>
 #include <memory>
 #include <mutex>

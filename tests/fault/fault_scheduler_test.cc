@@ -1,8 +1,8 @@
-// Fault injection at the store seam for global tasks (issue 9): a FaultyStore under each scheduler node drops
-// the connection before a claim or release statement, or after its COMMIT (an ambiguous commit), and fails
-// trigger/cancel/state reads. Every test asserts the scheduler's invariants: the task still runs later, never
-// twice at once, a run's ticket stays until a release or the janitor frees it, and a failing call returns a
-// clear Status. Time is a FakeClock that the store also reads as the database's now.
+// Fault injection at the store seam for global tasks (docs/reliability.md): a FaultyStore under each
+// scheduler node drops the connection before a claim or release statement, or after its COMMIT (an ambiguous
+// commit), and fails trigger/cancel/state reads. Every test asserts the scheduler's invariants: the task
+// still runs later, never twice at once, a run's ticket stays until a release or the janitor frees it, and a
+// failing call returns a clear Status. Time is a FakeClock that the store also reads as the database's now.
 #include <algorithm>
 #include <atomic>
 #include <memory>

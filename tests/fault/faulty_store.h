@@ -1,5 +1,5 @@
 // FaultyStore: a Store decorator that injects database faults at the store seam, for the fault-injection
-// tests (issue 9).
+// tests (docs/reliability.md).
 //
 // A FaultPlan, shared by the test and every FaultyStore built with it, holds one rule per operation:
 //   kBeforeStatement  the call fails with kUnavailable without reaching the database -- a connection that

@@ -1,4 +1,4 @@
-// The least-privilege PostgreSQL setup of docs/reliability.md, checked end to end (issue 9): an owner role
+// The least-privilege PostgreSQL setup of docs/reliability.md, checked end to end: an owner role
 // runs the migrations the way `octop migrate` does (OpenStore + Migrate per namespace), a runtime role gets
 // USAGE on the schemas and SELECT/INSERT/UPDATE/DELETE on their tables (+ USAGE on sequences), and then the
 // scheduler and the job queue run with the runtime role only: a global task runs, a job completes,

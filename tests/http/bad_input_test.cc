@@ -1,9 +1,9 @@
-// Bad input at the REST edge (issue 9): a real ApiServer on an ephemeral loopback port, with a scheduler and
-// a job queue on SQLite, fed huge bodies, bad JSON, invalid UTF-8, path traversal, NUL bytes and 10,000-char
-// ids over a raw socket (so the bytes arrive exactly as written, unencoded). Every answer must be a JSON
-// error in Backstage's shape with a 4xx status, no file outside the web root may be served, and the database
-// rows must be exactly as before. Also: bearer-token checks and the warning for a non-loopback bind without
-// one.
+// Bad input at the REST edge (docs/reliability.md): a real ApiServer on an ephemeral loopback port, with a
+// scheduler and a job queue on SQLite, fed huge bodies, bad JSON, invalid UTF-8, path traversal, NUL bytes
+// and 10,000-char ids over a raw socket (so the bytes arrive exactly as written, unencoded). Every answer
+// must be a JSON error in Backstage's shape with a 4xx status, no file outside the web root may be served,
+// and the database rows must be exactly as before. Also: bearer-token checks and the warning for a
+// non-loopback bind without one.
 #include <algorithm>
 #include <cctype>
 #include <cerrno>

@@ -1,5 +1,5 @@
 // Global tasks on every store backend, driven by a FakeClock that the store also reads as the database's now:
-// spec §3 (TaskWorker, §11.1), §4 and §11.3 (PluginTaskSchedulerImpl), §5 and §11.4 (janitor).
+// the cases of Backstage's TaskWorker, PluginTaskSchedulerImpl and janitor tests (docs/scheduler.md).
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -36,7 +36,7 @@ class GlobalTaskTest : public SchedulerTestBase {
   const WallTime t0_ = clock_.WallNow();
 };
 
-// ---- §11.1 TaskWorker
+// ---- Backstage's TaskWorker cases
 // ---------------------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, GoesThroughTheExpectedStates) {
@@ -331,7 +331,8 @@ TEST_P(GlobalTaskTest, SwitchingFromManualToATimedCadenceStartsRunning) {
   auto fn = [&](std::stop_token) { calls.Hit(); };
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, fn)).ok());
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT10S"), fn)).ok());
-  // The stored NULL is replaced by now + 10 s (Backstage would keep NULL until a trigger: spec §3.3 quirk).
+  // The stored NULL is replaced by now + 10 s (Backstage would keep NULL until a trigger: a persistTask
+  // quirk).
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   clock_.Advance(10s);
   ASSERT_TRUE(calls.WaitForCalls(1));
@@ -477,7 +478,7 @@ TEST_P(GlobalTaskTest, ALivenessCheckStopsARunWhoseTicketWasClearedElsewhere) {
   EXPECT_TRUE(logs_.Contains(LogLevel::kInfo, "ticket is no longer valid"));
 }
 
-// ---- §11.3 PluginTaskSchedulerImpl
+// ---- Backstage's PluginTaskSchedulerImpl cases
 // --------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, CanRunTheV1HappyPath) {
@@ -671,7 +672,7 @@ TEST_P(GlobalTaskTest, ADatabaseOutageIsLoggedAndSurvived) {
   ASSERT_TRUE(calls.WaitForCalls(2));
 }
 
-// ---- §11.6 wiring
+// ---- Wiring
 // ------------------------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
@@ -688,7 +689,7 @@ TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
   EXPECT_EQ(rows->front().settings_json, R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
 }
 
-// ---- §11.4 janitor
+// ---- Janitor
 // --------------------------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, TheJanitorFreesRunsWhoseTimeoutExpired) {

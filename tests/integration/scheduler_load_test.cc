@@ -1,6 +1,6 @@
-// Idle cost of many registered global tasks (issue 7's target: idle database load independent of the number
-// of tasks, at most 2 statements per second per node at 10,000 tasks), on a FakeClock so a simulated minute
-// is quick.
+// Idle cost of many registered global tasks (docs/performance.md's target: idle database load independent of
+// the number of tasks, at most 2 statements per second per node at 10,000 tasks), on a FakeClock so a
+// simulated minute is quick.
 #include <thread>
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The job-queue operations of the Store (issue 6, seed 003), on every backend: enqueue validation and
+// The job-queue operations of the Store (docs/jobs.md), on every backend: enqueue validation and
 // atomicity, unique keys under concurrency, SKIP LOCKED claims, ordering, fencing, retries and freezing,
 // rescue, manual retry/cancel, pause/resume, the summary and its views, config, retention, and transactional
 // enqueue.

@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kTasks = "backstage_backend_tasks__tasks";
 
-// The catalog's spelling of each spec §1.2 type, per backend.
+// The catalog's spelling of each column type of Backstage's task table, per backend.
 struct Types {
   std::string varchar255, text, datetime;
 };

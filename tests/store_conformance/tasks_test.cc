@@ -86,7 +86,7 @@ TEST_P(StoreConformance, UpsertDoesNotRewindToAnOccurrenceARunAlreadyServed) {
   EXPECT_EQ(Show(Row("cron").next_run_start_at), Show(occurrence + seconds(2)));
 }
 
-// §11.1 test 7: cron */15 then */2 moves the time; back to */15 keeps the */2 time.
+// Backstage's TaskWorker.test.ts, case 7: cron */15 then */2 moves the time; back to */15 keeps the */2 time.
 TEST_P(StoreConformance, NextRunIsTheMinimumAcrossCronScheduleChanges) {
   const std::string every15 = R"({"version":2,"cadence":"*/15 * * * *","timeoutAfterDuration":"PT1M"})";
   const std::string every2 = R"({"version":2,"cadence":"*/2 * * * *","timeoutAfterDuration":"PT1M"})";
@@ -112,8 +112,8 @@ TEST_P(StoreConformance, NextRunIsTheMinimumAcrossCronScheduleChanges) {
   EXPECT_EQ(row.settings_json, every15);
 }
 
-// §11.1 test 8: PT120M run once (next = now + 120 m), then PT60M pulls it in to now + 60 m; repeating changes
-// nothing.
+// Backstage's TaskWorker.test.ts, case 8: PT120M run once (next = now + 120 m), then PT60M pulls it in to now
+// + 60 m; repeating changes nothing.
 TEST_P(StoreConformance, NextRunIsTheMinimumAcrossHumanDurationChanges) {
   const std::string pt120 = R"({"version":2,"cadence":"PT120M","timeoutAfterDuration":"PT1M"})";
   const std::string pt60 = R"({"version":2,"cadence":"PT60M","timeoutAfterDuration":"PT1M"})";
@@ -135,7 +135,8 @@ TEST_P(StoreConformance, NextRunIsTheMinimumAcrossHumanDurationChanges) {
   EXPECT_EQ(Show(Row("d").next_run_start_at), Show(t0() + minutes(60)));
 }
 
-// §11.1 test 9: the same with an initial delay of PT2M: after the first run the time is about now + 122 m.
+// Backstage's TaskWorker.test.ts, case 9: the same with an initial delay of PT2M: after the first run the
+// time is about now + 122 m.
 TEST_P(StoreConformance, NextRunIsTheMinimumAcrossChangesWithAnInitialDelay) {
   const std::string pt120 =
       R"({"version":2,"cadence":"PT120M","initialDelayDuration":"PT2M","timeoutAfterDuration":"PT1M"})";
@@ -166,7 +167,8 @@ TEST_P(StoreConformance, NextRunIsTheMinimumAcrossChangesWithAnInitialDelay) {
   EXPECT_EQ(Show(Row("d").next_run_start_at), Show(t0() + minutes(62)));
 }
 
-// §11.1 test 10: a manual task's next run stays NULL through a trigger, a claim and a release.
+// Backstage's TaskWorker.test.ts, case 10: a manual task's next run stays NULL through a trigger, a claim and
+// a release.
 TEST_P(StoreConformance, ManualTaskNextRunStaysNull) {
   AddTask("m", NullTime{}, kManualSettings);
   EXPECT_EQ(Show(Row("m").next_run_start_at), "NULL");
@@ -359,7 +361,8 @@ TEST_P(StoreConformance, ReleaseClearsTheRunAndRecordsTheResult) {
   EXPECT_EQ(Show(row.next_run_start_at), Show(t0() + hours(1)));
 }
 
-// §11.1 test 4: after the run was taken over, the old owner can neither release nor pass the liveness check.
+// Backstage's TaskWorker.test.ts, case 4: after the run was taken over, the old owner can neither release nor
+// pass the liveness check.
 TEST_P(StoreConformance, StolenTicketCannotReleaseOrCheck) {
   AddTask("a", DbNowPlus{});
   ASSERT_TRUE(Claim("a", "ticket").has_value());
@@ -380,7 +383,8 @@ TEST_P(StoreConformance, StolenTicketCannotReleaseOrCheck) {
   EXPECT_EQ(Show(after.next_run_start_at), Show(before.next_run_start_at));
 }
 
-// §11.1 test 5: a row deleted under a worker: claim, check and release all report failure without an error.
+// Backstage's TaskWorker.test.ts, case 5: a row deleted under a worker: claim, check and release all report
+// failure without an error.
 TEST_P(StoreConformance, DisappearedRowFailsClaimCheckAndRelease) {
   AddTask("a", DbNowPlus{});
   ASSERT_TRUE(Claim("a", "t").has_value());
@@ -499,7 +503,7 @@ TEST_P(StoreConformance, TriggerOfARunningTaskIsConflict) {
 // ---- CancelTask
 // ---------------------------------------------------------------------------------------------------
 
-// §11.1 test 11.
+// Backstage's TaskWorker.test.ts, case 11.
 TEST_P(StoreConformance, CancelClearsTheRunAndKeepsTheNextRun) {
   AddTask("a", DbNowPlus{});
   ASSERT_TRUE(Claim("a", "t").has_value());
@@ -518,7 +522,7 @@ TEST_P(StoreConformance, CancelClearsTheRunAndKeepsTheNextRun) {
   EXPECT_FALSE(*released) << "the cancelled run's late release is rejected";
 }
 
-// §11.1 tests 12 and 13.
+// Backstage's TaskWorker.test.ts, cases 12 and 13.
 TEST_P(StoreConformance, CancelOfAMissingTaskIsNotFoundAndOfAnIdleTaskConflict) {
   Status s = store_->CancelTask({.id = "nope", .error_json = std::string(kCancelledError)});
   EXPECT_EQ(s.code(), StatusCode::kNotFound);

@@ -1,5 +1,5 @@
-// The local worker (spec §6, §11.2) driven by a FakeClock, plus the two fixes of §11.10: a local manual task
-// waits for a trigger, and re-scheduling a task with another cadence takes effect.
+// The local worker (docs/scheduler.md, "Local tasks") driven by a FakeClock, plus two fixes to Backstage's: a
+// local manual task waits for a trigger, and re-scheduling a task with another cadence takes effect.
 #include <atomic>
 #include <memory>
 #include <stdexcept>

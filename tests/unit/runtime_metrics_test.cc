@@ -1,4 +1,5 @@
-// The run metrics of spec §10, read back through the Prometheus text format the HTTP layer serves.
+// The run metrics (docs/scheduler.md, "Metrics"), read back through the Prometheus text format the HTTP layer
+// serves.
 #include <map>
 #include <memory>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// octop::testing::MockScheduler, with the cases of Backstage's MockSchedulerService.test.ts (spec §11.8).
+// octop::testing::MockScheduler, with the cases of Backstage's MockSchedulerService.test.ts.
 #include <atomic>
 #include <future>
 #include <stdexcept>

@@ -1,5 +1,5 @@
-// Building TaskSettingsV2 from a schedule (Backstage's parseDuration, spec §2.3, §11.3) and the validation
-// done by ScheduleTask before anything is registered (§11.5 validateId).
+// Building TaskSettingsV2 from a schedule (Backstage's parseDuration) and the validation
+// done by ScheduleTask before anything is registered (Backstage's validateId).
 #include <memory>
 
 #include <gtest/gtest.h>
