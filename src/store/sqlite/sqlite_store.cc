@@ -807,9 +807,8 @@ class SqliteStore final : public Store {
         return UnavailableError("SQLite database " + file + ": less than 1 MiB free on its file system");
       }
     }
-    // A real write, the smallest one: the header's user_version set to itself (one WAL frame).
     return Guard([&](Connection& conn) -> Status {
-      conn.Exec("PRAGMA user_version = user_version");
+      conn.Exec(sql::kWriteProbe);
       return Status::Ok();
     });
   }

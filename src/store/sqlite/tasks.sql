@@ -84,6 +84,10 @@ WHERE id = :id AND current_run_ticket = :ticket;
 -- name: TaskExists
 SELECT 1 FROM backstage_backend_tasks__tasks WHERE id = :id;
 
+-- name: WriteProbe
+-- The smallest real write, for readiness: the header's user_version set to itself (one WAL frame).
+PRAGMA user_version = user_version;
+
 -- name: CapTaskNextRun
 -- :within is a strftime modifier.
 UPDATE backstage_backend_tasks__tasks
