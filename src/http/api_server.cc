@@ -5,9 +5,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <filesystem>
 #include <mutex>
+#include <system_error>
 
 #include <dirent.h>
 #include <httplib.h>
@@ -123,23 +123,28 @@ class ConnectionThreads : public httplib::TaskQueue {
   explicit ConnectionThreads(std::size_t max) : state_(std::make_shared<State>()) { state_->max = max; }
 
   void enqueue(std::function<void()> fn) override {
+    auto serve = std::make_shared<std::function<void()>>(std::move(fn));
     {
       std::lock_guard lock(state_->mu);
       if (state_->active < state_->max) {
         ++state_->active;
-        // The thread holds the state, not this queue: it may still be unlocking after shutdown() has
-        // returned.
-        std::thread([state = state_, serve = std::move(fn)] {
-          serve();
-          std::lock_guard held(state->mu);
-          --state->active;
-          state->idle.notify_all();
-        }).detach();
-        return;
+        try {
+          // The thread holds the state, not this queue: it may still be unlocking after shutdown() has
+          // returned.
+          std::thread([state = state_, serve] {
+            (*serve)();
+            std::lock_guard held(state->mu);
+            --state->active;
+            state->idle.notify_all();
+          }).detach();
+          return;
+        } catch (const std::system_error&) {
+          --state_->active;  // no thread to be had (a resource limit): refused like one beyond the bound
+        }
       }
     }
     t_refuse_connection = true;
-    fn();
+    (*serve)();
     t_refuse_connection = false;
   }
 
