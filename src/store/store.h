@@ -573,8 +573,8 @@ class Store {
   virtual Result<WallTime> DatabaseNow() = 0;
   // Unavailable, saying why, when a write would fail now: on PostgreSQL a standby (in recovery) or a
   // read-only session; on SQLite a write that fails (read-only file or file system, disk full) or under a
-  // megabyte free on its file system. For readiness probes (docs/api.md); SQLite writes one header frame per
-  // call.
+  // megabyte free on its file system. For readiness probes (docs/api.md); on SQLite each call writes the file
+  // header's user_version (unused by octop and knex) as 0.
   virtual Status CheckWritable() = 0;
   // How many sessions of a Backstage backend use this namespace's tables now: on PostgreSQL, connections to
   // its database named as Backstage names them (`backstage_plugin_<id>`); 0 for a namespace that is not a
