@@ -290,17 +290,29 @@ class BufferedSocketStream final : public httplib::Stream {
   std::size_t pos_ = 0;  // the next byte httplib reads
 };
 
+// No page may sniff an answer into script or frame the dashboard (clickjacking): on every answer, the ones
+// httplib writes and the ones the front writes itself.
+const httplib::Headers& SecurityHeaders() {
+  static const httplib::Headers headers{{"X-Content-Type-Options", "nosniff"},
+                                        {"X-Frame-Options", "DENY"},
+                                        {"Content-Security-Policy", "frame-ancestors 'none'"},
+                                        {"Referrer-Policy", "no-referrer"}};
+  return headers;
+}
+
 // An answer written by the front itself (a connection refused, a head refused), JSON in Backstage's error
 // shape, after which the connection closes.
 std::string FrontAnswer(int status, const char* reason, const Status& error) {
   OrderedJson body = ErrorBody(error, "", "");
   body["response"]["statusCode"] = status;
   const std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
-         "\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " +
-         std::to_string(text.size()) +
-         "\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n" +
-         (status == 503 ? "Retry-After: 1\r\n" : "") + "\r\n" + text;
+  std::string answer =
+      "HTTP/1.1 " + std::to_string(status) + " " + reason +
+      "\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: " + std::to_string(text.size()) +
+      "\r\nConnection: close\r\n";
+  for (const auto& [name, value] : SecurityHeaders()) answer += name + ": " + value + "\r\n";
+  if (status == 503) answer += "Retry-After: 1\r\n";
+  return answer + "\r\n" + text;
 }
 
 // httplib's server with octop's own connection loop: each request's head is read within HeadLimits before
@@ -603,11 +615,7 @@ Status ApiServer::Start() {
   server.new_task_queue = [max = options_.max_connections] { return new ConnectionThreads(max); };
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
-  // No page may sniff a JSON answer into script or frame the dashboard (clickjacking).
-  server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                              {"X-Frame-Options", "DENY"},
-                              {"Content-Security-Policy", "frame-ancestors 'none'"},
-                              {"Referrer-Policy", "no-referrer"}});
+  server.set_default_headers(SecurityHeaders());
   if (!options_.web_root.empty() && std::filesystem::is_directory(options_.web_root)) {
     server.set_mount_point("/", options_.web_root);
   }

@@ -662,6 +662,8 @@ TEST_F(BadInputTest, ConnectionsBeyondTheBoundAreAnswered503AtOnce) {
   EXPECT_TRUE(body.contains("error") && body["error"]["message"].is_string()) << refused.body;
   EXPECT_EQ(body["response"]["statusCode"], 503) << refused.body;
   EXPECT_NE(refused.headers.find("Retry-After: 1"), std::string::npos) << refused.headers;
+  EXPECT_NE(refused.headers.find("Content-Security-Policy: frame-ancestors 'none'"), std::string::npos)
+      << refused.headers;
   // Refused, not queued behind the held connections (each would hold its place for up to 5 s).
   EXPECT_LT(took, std::chrono::seconds(2));
   for (int fd : held) ::close(fd);
