@@ -19,13 +19,18 @@
 #include <mutex>
 #include <optional>
 #include <stop_token>
-#include <string>
 #include <utility>
 
 namespace octop {
 
 using WallTime = std::chrono::system_clock::time_point;
 using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The wall and the steady clock read as one instant (Clock::Now).
+struct ClockReading {
+  WallTime wall;
+  SteadyTime steady;
+};
 
 // An auto-reset event: Notify() before a wait is remembered, and the wait that sees it consumes it.
 class WakeSignal {
@@ -54,6 +59,11 @@ class Clock {
 
   virtual WallTime WallNow() const = 0;
   virtual SteadyTime SteadyNow() const = 0;
+  // Both clocks at one instant, for translating a wall time to a steady one and back. Two separate reads can
+  // straddle a preemption or, under a fake clock, an Advance, and the translation would be off by that much.
+  // The default reads steady, wall, steady and retries a few times while the steady reads lie more than 1 ms
+  // apart; a fake clock reads both at once.
+  virtual ClockReading Now() const;
 
   // Blocks until SteadyNow() >= deadline, `stop` is triggered, or `signal` (optional) is notified. A stop
   // that is already requested, or a pending notification, returns at once. Stop wins over a signal, a signal
@@ -70,30 +80,6 @@ class Clock {
 
   // The process-wide real clock. Never destroyed.
   static Clock& Real();
-};
-
-// Watches the wall clock against the steady clock. A step of the wall clock (NTP setting the time, a VM
-// resumed, `date -s`) shows as a jump in their difference; a slew does not reach the threshold between two
-// checks. Leases and due times in the database are wall times, so whoever holds leases re-bases them after a
-// step (docs/reliability.md, "Clock steps").
-//
-// Thread-safety: none; one owner thread calls Check().
-class ClockStepWatch {
- public:
-  // Smaller than any lease octop takes, larger than NTP's slewing (at most 0.5 ms per second) between checks.
-  static constexpr std::chrono::milliseconds kThreshold{1000};
-
-  explicit ClockStepWatch(const Clock& clock);
-  // The wall clock's step since the previous call (or construction), when it is at least kThreshold either
-  // way; nullopt otherwise. Each call starts the next comparison afresh, so slow drift never adds up.
-  std::optional<std::chrono::nanoseconds> Check();
-  // A step for a log line: "+7200.0 s", "-0.5 s".
-  static std::string Describe(std::chrono::nanoseconds step);
-
- private:
-  std::chrono::nanoseconds Offset() const;
-  const Clock& clock_;
-  std::chrono::nanoseconds offset_;
 };
 
 class RealClock final : public Clock {

@@ -1,5 +1,3 @@
-#include <cstdio>
-
 #include <octop/clock.h>
 
 namespace octop {
@@ -17,24 +15,18 @@ bool WakeSignal::Consume() {
   return std::exchange(notified_, false);
 }
 
-ClockStepWatch::ClockStepWatch(const Clock& clock) : clock_(clock), offset_(Offset()) {}
-
-std::chrono::nanoseconds ClockStepWatch::Offset() const {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.WallNow().time_since_epoch()) -
-         std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.SteadyNow().time_since_epoch());
-}
-
-std::optional<std::chrono::nanoseconds> ClockStepWatch::Check() {
-  const std::chrono::nanoseconds now = Offset();
-  const std::chrono::nanoseconds step = now - std::exchange(offset_, now);
-  if (step >= kThreshold || -step >= kThreshold) return step;
-  return std::nullopt;
-}
-
-std::string ClockStepWatch::Describe(std::chrono::nanoseconds step) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%+.1f s", std::chrono::duration<double>(step).count());
-  return text;
+ClockReading Clock::Now() const {
+  constexpr int kTries = 4;
+  constexpr std::chrono::milliseconds kTolerance{1};
+  ClockReading reading;
+  for (int i = 0; i < kTries; ++i) {
+    const SteadyTime first = SteadyNow();
+    reading.wall = WallNow();
+    const SteadyTime second = SteadyNow();
+    reading.steady = first + (second - first) / 2;
+    if (second - first <= kTolerance) break;
+  }
+  return reading;
 }
 
 Clock& Clock::Real() {

@@ -35,6 +35,15 @@ SteadyTime FakeClock::SteadyNow() const {
          std::chrono::duration_cast<SteadyTime::duration>(std::chrono::nanoseconds(offset_ns_.load()));
 }
 
+ClockReading FakeClock::Now() const {
+  // One read of the advance, so an Advance on another thread cannot fall between the two.
+  const std::int64_t advanced = offset_ns_.load();
+  return {
+      wall_start_ + std::chrono::duration_cast<WallTime::duration>(
+                        std::chrono::nanoseconds(advanced + wall_step_ns_.load())),
+      kSteadyStart + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::nanoseconds(advanced))};
+}
+
 WakeReason FakeClock::WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal) {
   WakeSignal local;
   WakeSignal& s = signal != nullptr ? *signal : local;

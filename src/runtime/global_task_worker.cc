@@ -16,6 +16,8 @@ namespace octop::runtime {
 namespace {
 
 constexpr std::chrono::hours kMaxSleep{1};
+// A pass of the poller reads the database's clock when its last reading (a poll is one) is this old.
+constexpr std::chrono::milliseconds kReadingInterval{500};
 // The shortest lease a timed-out run holds while it is being stopped (three checks, at least this).
 constexpr std::chrono::seconds kStopLease{5};
 // How long a notification wait blocks before re-checking the stop token (the store's Wait also honours it).
@@ -38,12 +40,11 @@ std::string NewTicket() {
 }
 
 GlobalTaskWorker::GlobalTaskWorker(const SchedulerContext& context, std::string plugin_id,
-                                   store::Store& store, WallTime db_now)
-    : context_(context),
-      plugin_id_(std::move(plugin_id)),
-      store_(store),
-      db_offset_ns_(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(db_now - context.clock->WallNow()).count()) {}
+                                   store::Store& store, ClockReading before, WallTime db_now)
+    : context_(context), plugin_id_(std::move(plugin_id)), store_(store), db_clock_(*context.clock) {
+  db_clock_.Record(before, db_now);
+  last_reading_ = before.steady;
+}
 
 GlobalTaskWorker::~GlobalTaskWorker() { Join(); }
 
@@ -54,10 +55,7 @@ void GlobalTaskWorker::Start() {
   listener_ = std::thread([this] { ListenLoop(context_.shutdown); });
 }
 
-WallTime GlobalTaskWorker::DatabaseNowEstimate() const {
-  return context_.clock->WallNow() +
-         std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(db_offset_ns_.load()));
-}
+WallTime GlobalTaskWorker::DatabaseNowEstimate() const { return db_clock_.Now(); }
 
 void GlobalTaskWorker::Schedule(const std::string& id, TaskSettingsV2 settings, TaskCadence cadence,
                                 TaskFunction fn, std::optional<std::stop_token> signal) {
@@ -146,10 +144,11 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
   const bool janitor = context_.janitor_interval.count() > 0;
   SteadyTime janitor_at = context_.clock->SteadyNow();  // the first sweep runs at once, as Backstage's
   SteadyTime poll_at = janitor_at;
-  ClockStepWatch step_watch(*context_.clock);
   while (!stop.stop_requested()) {
     SteadyTime now = context_.clock->SteadyNow();
-    if (std::optional<std::chrono::nanoseconds> step = step_watch.Check()) {
+    // The database's clock is read on every pass (a poll reads it too): leases are in its time.
+    if (!step_.has_value() && now - last_reading_ >= kReadingInterval) step_ = ReadDatabaseClock();
+    if (std::optional<std::chrono::nanoseconds> step = std::exchange(step_, std::nullopt)) {
       OnClockStep(*step);
       // Other nodes on the stepped clock renew at their next liveness check; the janitor waits for that, and
       // the next poll re-reads the database's now.
@@ -254,16 +253,16 @@ SteadyTime GlobalTaskWorker::PollAndClaim(const std::vector<std::string>& ids,
                                           std::chrono::milliseconds interval) {
   // Due times are derived from the steady time *before* the query: the database read its clock after it, so a
   // due time can only come out early (answered by another poll right away), never late.
-  const SteadyTime before = context_.clock->SteadyNow();
+  const ClockReading before_poll = context_.clock->Now();
+  const SteadyTime before = before_poll.steady;
   Result<store::PollTasksResult> polled = store_.PollTasks({ids});
   const SteadyTime after = context_.clock->SteadyNow();
   if (!polled.ok()) {
     context_.Log(LogLevel::kWarn, "Task state poll failed, " + polled.status().ToString());
     return after + std::min<std::chrono::milliseconds>(kRetryAfterFailure, interval);
   }
-  db_offset_ns_.store(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(polled->db_now - context_.clock->WallNow())
-          .count());
+  last_reading_ = before;
+  step_ = db_clock_.Record(before_poll, polled->db_now);
   std::unordered_map<std::string_view, const store::PolledTask*> rows;
   for (const store::PolledTask& row : polled->tasks) rows.emplace(row.id, &row);
 
@@ -444,8 +443,8 @@ void GlobalTaskWorker::OnClockStep(std::chrono::nanoseconds step) {
       ++renewed;
     }
   }
-  context_.Log(LogLevel::kWarn, "The wall clock stepped " + ClockStepWatch::Describe(step) +
-                                    " (the monotonic clock did not): renewed the leases of " +
+  context_.Log(LogLevel::kWarn, "The database's clock stepped " + DatabaseClock::Describe(step) +
+                                    " against this node's monotonic clock: renewed the leases of " +
                                     std::to_string(renewed) + " running tasks of plugin " + plugin_id_ +
                                     " on this node");
 }
@@ -454,7 +453,7 @@ std::optional<std::chrono::microseconds> GlobalTaskWorker::CapNextRun(const stor
                                                                       WallTime db_now) {
   using std::chrono::microseconds;
   const auto ahead = std::chrono::duration_cast<microseconds>(*row.next_run_start_at - db_now);
-  if (ahead <= ClockStepWatch::kThreshold) return std::nullopt;
+  if (ahead <= DatabaseClock::kStepThreshold) return std::nullopt;
   Result<TaskSettingsV2> settings = TaskSettingsV2::FromJson(row.settings_json);
   if (!settings.ok()) return std::nullopt;  // the claim reports it
   Result<TaskCadence> cadence = TaskCadence::FromSettings(*settings);
@@ -462,7 +461,7 @@ std::optional<std::chrono::microseconds> GlobalTaskWorker::CapNextRun(const stor
   // A registration's initial delay may lie further ahead than one period; a skew of up to the step threshold
   // between writers is not a step.
   const microseconds within = std::max(cadence->period, cadence->initial_delay.value_or(microseconds(0)));
-  if (ahead <= within + ClockStepWatch::kThreshold) return std::nullopt;
+  if (ahead <= within + DatabaseClock::kStepThreshold) return std::nullopt;
   Result<bool> moved = store_.CapTaskNextRun({row.id, within});
   if (!moved.ok()) {
     context_.Log(LogLevel::kWarn, "Failed to bring the next run of task " + Name(plugin_id_, row.id) +
@@ -471,17 +470,29 @@ std::optional<std::chrono::microseconds> GlobalTaskWorker::CapNextRun(const stor
   }
   if (!*moved) return std::nullopt;  // claimed or moved meanwhile: the next poll sees it
   context_.Log(LogLevel::kWarn,
-               "Task " + Name(plugin_id_, row.id) + " was due " + ClockStepWatch::Describe(ahead) +
+               "Task " + Name(plugin_id_, row.id) + " was due " + DatabaseClock::Describe(ahead) +
                    " from now, beyond its cadence (the wall clock stepped back?); it is now due in " +
-                   ClockStepWatch::Describe(within));
+                   DatabaseClock::Describe(within));
   return within;
+}
+
+std::optional<std::chrono::nanoseconds> GlobalTaskWorker::ReadDatabaseClock() {
+  const ClockReading before = context_.clock->Now();
+  last_reading_ = before.steady;
+  Result<WallTime> db_now = store_.DatabaseNow();
+  if (!db_now.ok()) {
+    context_.Log(LogLevel::kWarn, "Failed to read the database's clock, " + db_now.status().ToString());
+    return std::nullopt;
+  }
+  return db_clock_.Record(before, *db_now);
 }
 
 void GlobalTaskWorker::Sweep() {
   // Recorded as a Backstage node records a lost run, so the task shows it failed rather than looking idle and
-  // clean (docs/scheduler.md, "Janitor").
-  Result<std::vector<std::string>> swept =
-      store_.SweepExpiredTaskRuns({.error_json = SerializeErrorMessage("Task timed out")});
+  // clean (docs/scheduler.md, "Janitor"). Bounded by this node's estimate of the database's now, so a step of
+  // the database's clock since the last reading expires nothing before this node has renewed its own runs.
+  Result<std::vector<std::string>> swept = store_.SweepExpiredTaskRuns(
+      {.error_json = SerializeErrorMessage("Task timed out"), .expired_before = db_clock_.Now()});
   if (!swept.ok()) {
     context_.Log(LogLevel::kWarn, "Error while performing janitorial tasks, " + swept.status().ToString());
     return;

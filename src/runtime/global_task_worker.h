@@ -37,6 +37,7 @@
 
 #include <octop/scheduler.h>
 
+#include "runtime/database_clock.h"
 #include "runtime/scheduler_context.h"
 #include "runtime/task_cadence.h"
 #include "store/store.h"
@@ -45,9 +46,10 @@ namespace octop::runtime {
 
 class GlobalTaskWorker {
  public:
-  // `db_now` is the database's clock when the store was opened (seeds the node-to-database offset).
+  // `db_now` is the database's clock read by a query started at `before`, when the store was opened (the
+  // first estimate of the database's clock).
   GlobalTaskWorker(const SchedulerContext& context, std::string plugin_id, store::Store& store,
-                   WallTime db_now);
+                   ClockReading before, WallTime db_now);
   ~GlobalTaskWorker();  // Join()
   GlobalTaskWorker(const GlobalTaskWorker&) = delete;
   GlobalTaskWorker& operator=(const GlobalTaskWorker&) = delete;
@@ -118,7 +120,9 @@ class GlobalTaskWorker {
   SteadyTime PollAndClaim(const std::vector<std::string>& ids, std::chrono::milliseconds interval);
   void TryClaim(const std::string& id, const store::PolledTask& row);
   void Sweep();
-  // After a wall-clock step: renews the leases of this node's runs from the database's now.
+  // Reads the database's clock; returns its step since the last reading, if it stepped.
+  std::optional<std::chrono::nanoseconds> ReadDatabaseClock();
+  // After a step of the database's clock: renews the leases of this node's runs from the database's now.
   void OnClockStep(std::chrono::nanoseconds step);
   // A duration task whose next run lies further ahead than its cadence allows (the wall clock stepped back)
   // is brought to now + its cadence; returns the new distance, or nullopt when nothing moved.
@@ -131,9 +135,11 @@ class GlobalTaskWorker {
   const std::string plugin_id_;
   store::Store& store_;
   WakeSignal wake_;
-  std::atomic<std::int64_t> db_offset_ns_;  // database now - node wall now
-  int early_polls_ = 0;                     // poller thread only
-  bool claimed_ = false;                    // poller thread only: the last poll started a run
+  DatabaseClock db_clock_;
+  SteadyTime last_reading_;                       // poller thread only: when db_clock_ was last read
+  std::optional<std::chrono::nanoseconds> step_;  // poller thread only: a step read and not yet handled
+  int early_polls_ = 0;                           // poller thread only
+  bool claimed_ = false;                          // poller thread only: the last poll started a run
 
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Task>, std::less<>> tasks_;  // guarded by mu_

@@ -205,10 +205,6 @@ class JobQueue::Impl {
     } else {
       context.Log(LogLevel::kWarn, "Failed to read the paused queues, " + queues.status().ToString());
     }
-    if (Result<WallTime> db_now = store->DatabaseNow(); db_now.ok()) {
-      context.db_offset_ns.store(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(*db_now - context.clock->WallNow()).count());
-    }
     if (changed) WakeAll();  // a new poll interval or timeout applies at once
   }
 
@@ -223,10 +219,20 @@ class JobQueue::Impl {
     return tokens;
   }
 
-  // After a wall-clock step the leases in the database (wall times) say nothing true about this node's jobs:
+  // Reads the database's clock; returns its step since the last reading, if it stepped.
+  std::optional<std::chrono::nanoseconds> MeasureDatabaseClock() {
+    const ClockReading before = context.clock->Now();
+    Result<WallTime> db_now = store->DatabaseNow();
+    if (!db_now.ok()) {
+      context.Log(LogLevel::kWarn, "Failed to read the database's clock, " + db_now.status().ToString());
+      return std::nullopt;
+    }
+    return context.db_clock->Record(before, *db_now);
+  }
+
+  // After a step of the database's clock the leases in the database say nothing true about this node's jobs:
   // a forward step makes them all look expired to every rescuer. This node renews its own from now, and its
-  // rescuer waits `hold` so that the other nodes on the stepped clock renew theirs first
-  // (docs/reliability.md, "Clock steps").
+  // rescuer waits `hold` so that the other nodes renew theirs first (docs/reliability.md, "Clock steps").
   void OnClockStep(std::chrono::nanoseconds step, std::chrono::milliseconds hold) {
     std::vector<std::pair<std::vector<std::string>, std::chrono::milliseconds>> held;
     {
@@ -245,8 +251,8 @@ class JobQueue::Impl {
       }
       renewed += *count;
     }
-    context.Log(LogLevel::kWarn, "The wall clock stepped " + ClockStepWatch::Describe(step) +
-                                     " (the monotonic clock did not): renewed the leases of " +
+    context.Log(LogLevel::kWarn, "The database's clock stepped " + runtime::DatabaseClock::Describe(step) +
+                                     " against this node's monotonic clock: renewed the leases of " +
                                      std::to_string(renewed) +
                                      " running jobs of this node; the rescuer waits " +
                                      std::to_string(hold.count() / 1000) + " s before its next sweep");
@@ -257,6 +263,9 @@ class JobQueue::Impl {
     // This node's own attempts are alive whatever their expires_at says: it runs them, and ends each at its
     // timeout on the monotonic clock.
     params.spare_tokens = HeldTokens();
+    // Nor what a step of the database's clock since the last reading would expire: that step is handled
+    // first, at the next reading.
+    params.expired_before = context.db_clock->Now();
     params.backoff_base = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retry.base);
     params.backoff_max = std::chrono::duration_cast<std::chrono::microseconds>(context.options.retry.cap);
     Result<std::vector<store::RescuedJob>> rescued = store->RescueExpiredJobs(params);
@@ -295,11 +304,10 @@ class JobQueue::Impl {
     SteadyTime config_at = now + o.config_refresh_interval;  // Open() read it already
     SteadyTime rescue_at = now;                              // the first sweeps run at once
     SteadyTime retention_at = now;
-    ClockStepWatch step_watch(clock);
     while (!stop.stop_requested()) {
       now = clock.SteadyNow();
-      if (std::optional<std::chrono::nanoseconds> step = step_watch.Check()) {
-        // Every live node on the stepped clock renews at its next pass, at most a rescue interval away.
+      if (std::optional<std::chrono::nanoseconds> step = MeasureDatabaseClock()) {
+        // Every live node reads the clock on each pass, at most a config refresh or a rescue interval away.
         const std::chrono::milliseconds hold =
             2 * std::max(o.rescue_interval, std::chrono::milliseconds(1000));
         OnClockStep(*step, hold);
@@ -408,6 +416,7 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   OCTOP_RETURN_IF_ERROR(impl->store->Migrate());
   impl->metrics = std::make_unique<runtime::JobMetrics>(o.metrics_registry);
   ctx.clock = o.clock;
+  ctx.db_clock.emplace(*o.clock);
   ctx.store = impl->store.get();
   ctx.metrics = impl->metrics.get();
   ctx.worker_id = o.worker_id;
@@ -417,6 +426,7 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   impl->completer =
       std::make_unique<runtime::JobCompleter>(ctx, [raw](const std::string& queue) { raw->Wake(queue); });
   impl->RefreshConfig();
+  impl->MeasureDatabaseClock();  // the first reading: a step is measured against it
   return std::unique_ptr<JobQueue>(new JobQueue(std::move(impl)));
 }
 

@@ -21,6 +21,7 @@
 #include <octop/clock.h>
 #include <octop/queue.h>
 
+#include "runtime/database_clock.h"
 #include "runtime/job_metrics.h"
 #include "store/store.h"
 
@@ -82,8 +83,8 @@ struct JobQueueContext {
   // From the octop_config table, refreshed by the maintenance thread.
   std::atomic<std::int64_t> poll_interval_ms{1000};
   std::atomic<std::int64_t> default_timeout_ms{300000};
-  // The database's clock minus this node's wall clock, measured by the maintenance thread.
-  std::atomic<std::int64_t> db_offset_ns{0};
+  // The database's clock as this node sees it, measured by the maintenance thread. Set in Open(), with clock.
+  std::optional<DatabaseClock> db_clock;
 
   void Log(LogLevel level, std::string_view message) const {
     if (options.logger) options.logger(level, message);
@@ -93,12 +94,6 @@ struct JobQueueContext {
   }
   std::chrono::milliseconds DefaultTimeout() const {
     return std::chrono::milliseconds(default_timeout_ms.load());
-  }
-  // Translates a database instant to this node's steady clock (for sleeping until a job is due).
-  SteadyTime SteadyAt(WallTime db_time) const {
-    const WallTime db_now = clock->WallNow() + std::chrono::duration_cast<WallTime::duration>(
-                                                   std::chrono::nanoseconds(db_offset_ns.load()));
-    return clock->SteadyNow() + std::chrono::duration_cast<SteadyTime::duration>(db_time - db_now);
   }
 };
 

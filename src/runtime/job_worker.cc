@@ -220,7 +220,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
     early_polls_ = 0;
     return false;
   }
-  SteadyTime due = context_.SteadyAt(**next);
+  SteadyTime due = context_.db_clock->SteadyAt(**next);
   if (due <= after) {
     // Due already by this node's estimate of the database clock, yet not claimed: it became due during the
     // claim (claim again at once), or the estimate is a hair off (again after a millisecond), or another node

@@ -112,8 +112,7 @@ std::optional<LocalTaskWorker::Snapshot> LocalTaskWorker::State(std::string_view
 }
 
 void LocalTaskWorker::StartWaitLocked(Task& task) {
-  const SteadyTime now = context_.clock->SteadyNow();
-  const WallTime wall = context_.clock->WallNow();
+  const auto [wall, now] = context_.clock->Now();
   task.triggered = false;
   task.served.reset();
   task.state.status = TaskStatus::kIdle;
@@ -138,8 +137,7 @@ void LocalTaskWorker::StartWaitLocked(Task& task) {
 }
 
 void LocalTaskWorker::ScheduleNextLocked(Task& task, SteadyTime run_started) {
-  const SteadyTime now = context_.clock->SteadyNow();
-  const WallTime wall = context_.clock->WallNow();
+  const auto [wall, now] = context_.clock->Now();
   task.worker = WorkerStatus::kIdle;
   task.triggered = false;
   task.state.status = TaskStatus::kIdle;
@@ -175,8 +173,7 @@ void LocalTaskWorker::ScheduleNextLocked(Task& task, SteadyTime run_started) {
 }
 
 void LocalTaskWorker::StartRunLocked(Task& task) {
-  const SteadyTime now = context_.clock->SteadyNow();
-  const WallTime wall = context_.clock->WallNow();
+  const auto [wall, now] = context_.clock->Now();
   auto run = std::make_unique<ActiveRun>();
   run->started = now;
   if (task.cadence.timeout.has_value()) run->deadline = now + *task.cadence.timeout;

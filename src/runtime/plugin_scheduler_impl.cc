@@ -75,9 +75,10 @@ Result<store::Store*> PluginSchedulerImpl::EnsureStore() {
   if (store_closed_) return FailedPreconditionError("The scheduler has been shut down");
   OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> opened, store_factory_(plugin_id_, *context_.clock));
   OCTOP_RETURN_IF_ERROR(opened->Migrate());
+  const ClockReading before = context_.clock->Now();
   OCTOP_ASSIGN_OR_RETURN(WallTime db_now, opened->DatabaseNow());
   store_ = std::move(opened);
-  global_ = std::make_unique<GlobalTaskWorker>(context_, plugin_id_, *store_, db_now);
+  global_ = std::make_unique<GlobalTaskWorker>(context_, plugin_id_, *store_, before, db_now);
   global_->Start();
   global_ready_.store(global_.get());
   return store_.get();

@@ -174,9 +174,11 @@ struct CapTaskNextRunParams {
 
 // The janitor: clears current_run_* of every run whose current_run_expires_at < now. Returns the ids. With
 // error_json, each swept run is also recorded as ended now with that error (a lost run then reads as failed,
-// not as a clean idle task); without it the result columns are left alone.
+// not as a clean idle task); without it the result columns are left alone. expired_before bounds "now" as in
+// RescueExpiredJobsParams.
 struct SweepExpiredTaskRunsParams {
   std::optional<std::string> error_json;
+  std::optional<WallTime> expired_before;
 };
 
 struct ListTasksParams {
@@ -314,11 +316,14 @@ struct JobCompletion {
 // frozen when out of attempts, with last_error "Job timed out (worker lost)". backoff = min(backoff_base *
 // 2^(attempt-1), backoff_max); the store adds no jitter.
 // Attempts whose token is in spare_tokens are never rescued: the caller runs them itself, and knows they are
-// alive whatever the clocks say (docs/reliability.md, "Clock steps").
+// alive whatever the clocks say. With expired_before, a lease must also have ended before that instant: the
+// caller's estimate of the database's now on its monotonic clock, so that a step of the database's clock the
+// caller has not measured yet expires nothing (docs/reliability.md, "Clock steps").
 struct RescueExpiredJobsParams {
   std::chrono::microseconds backoff_base{std::chrono::seconds(1)};
   std::chrono::microseconds backoff_max{std::chrono::hours(1)};
   std::vector<std::string> spare_tokens;
+  std::optional<WallTime> expired_before;
 };
 
 // The owner of running attempts sets their expires_at to now + lease (the tokens' running jobs only); returns

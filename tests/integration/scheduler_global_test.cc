@@ -736,7 +736,7 @@ TEST_P(GlobalTaskTest, AForwardWallClockStepDoesNotLetTheJanitorTakeARunningTask
     auto row = Row(db, "task1");
     return row && row->current_run_expires_at.has_value() && *row->current_run_expires_at > clock_.WallNow();
   })) << logs_.Dump();
-  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "The wall clock stepped +7200.0 s"));
+  EXPECT_TRUE(logs_.Contains(LogLevel::kWarn, "The database's clock stepped +7200.0 s"));
   auto swept = db.SweepExpiredTaskRuns({});
   ASSERT_TRUE(swept.ok());
   EXPECT_TRUE(swept->empty());

@@ -1,7 +1,8 @@
 // Wall-clock steps through the real octopd: libfaketime moves its wall clock (and SQLite's, which runs in the
 // same process) by two hours while the monotonic clock stays true, as an NTP step or a VM resume does
-// (docs/reliability.md, "Clock steps"). On SQLite and, when OCTOP_TEST_PG_URL is set, on PostgreSQL, whose
-// clock does not move. Every wait is on a condition with a deadline.
+// (docs/reliability.md, "Clock steps"). On SQLite, whose clock steps with the host's, and, when
+// OCTOP_TEST_PG_URL is set, on PostgreSQL, whose clock does not move. Every wait is on a condition with a
+// deadline.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -156,8 +157,13 @@ TEST_P(OctopdClockStep, TwoHoursForwardReRunsNoJobAndTwoHoursBackStopsNoTask) {
 
   SetOffset("+7200");
   const auto stepped = std::chrono::steady_clock::now();
-  EXPECT_TRUE(Eventually([&] { return Logged("renewed the leases of 3 running jobs of this node"); }, 10s))
-      << daemon_->output();
+  // SQLite's clock is the host's and steps with it: octopd renews its leases. PostgreSQL's does not: the
+  // leases stay true and there is nothing to renew.
+  const bool database_steps = GetParam() == "sqlite";
+  if (database_steps) {
+    EXPECT_TRUE(Eventually([&] { return Logged("renewed the leases of 3 running jobs of this node"); }, 10s))
+        << daemon_->output();
+  }
   // Absence over the window in which a wrong rescue would come: past the rescuer's hold (2 s), many passes.
   EXPECT_FALSE(Eventually(
       [&] { return Lines(dir_ / "runs").size() > 3; },
@@ -180,7 +186,7 @@ TEST_P(OctopdClockStep, TwoHoursForwardReRunsNoJobAndTwoHoursBackStopsNoTask) {
   EXPECT_TRUE(Eventually([&] { return Lines(dir_ / "ticks").size() >= ticks + 3; }, 15s))
       << "the task stopped after the clock went back:\n"
       << daemon_->output();
-  EXPECT_TRUE(Logged("The wall clock stepped -7200")) << daemon_->output();
+  EXPECT_EQ(Logged("The database's clock stepped -7200"), database_steps) << daemon_->output();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OctopdClockStep, ::testing::Values("sqlite", "postgres"),

@@ -708,6 +708,29 @@ TEST_P(JobsTest, RescueSparesTheCallersOwnAttempts) {
   EXPECT_EQ(Get(mine).status, JobStatus::kRunning);
 }
 
+TEST_P(JobsTest, RescueTakesTheEarlierOfNowAndExpiredBefore) {
+  const std::string id = Enqueue(Job("a"));
+  ASSERT_EQ(Claim(1, "default", {}, seconds(10)).size(), 1u);
+  const WallTime claimed_at = clock_.WallNow();
+  // The database's clock stepped two hours ahead; the rescuer's estimate (before the step) is 1 s later.
+  clock_.StepWall(hours(2));
+  auto rescued = store_->RescueExpiredJobs({.expired_before = claimed_at + seconds(1)});
+  OCTOP_ASSERT_OK(rescued);
+  EXPECT_TRUE(rescued->empty());
+  EXPECT_EQ(Get(id).status, JobStatus::kRunning);
+  rescued = store_->RescueExpiredJobs({.expired_before = claimed_at + seconds(10) + milliseconds(1)});
+  OCTOP_ASSERT_OK(rescued);
+  ASSERT_EQ(rescued->size(), 1u);
+  EXPECT_EQ((*rescued)[0].id, id);
+  // A bound beyond now is no wider than now.
+  const std::string later = Enqueue(Job("b"));
+  ASSERT_EQ(Claim(1, "default", {}, seconds(10)).size(), 1u);
+  rescued = store_->RescueExpiredJobs({.expired_before = clock_.WallNow() + hours(5)});
+  OCTOP_ASSERT_OK(rescued);
+  EXPECT_TRUE(rescued->empty());
+  EXPECT_EQ(Get(later).status, JobStatus::kRunning);
+}
+
 TEST_P(JobsTest, RenewJobLeasesRebasesRunningAttemptsOnNow) {
   const std::string a = Enqueue(Job("a"));
   const std::string b = Enqueue(Job("b"));

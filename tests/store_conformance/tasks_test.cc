@@ -633,6 +633,25 @@ TEST_P(StoreConformance, JanitorLeavesARunExpiringExactlyNow) {
   EXPECT_TRUE(Claim("a", "t-next").has_value()) << "the task is claimable again at once";
 }
 
+TEST_P(StoreConformance, JanitorTakesTheEarlierOfNowAndExpiredBefore) {
+  AddTask("a", DbNowPlus{});
+  ASSERT_TRUE(Claim("a", "t", seconds(10)).has_value());
+  // The database's clock stepped two hours ahead; the caller's estimate (before the step) is t0 + 1 s.
+  clock_.StepWall(hours(2));
+  auto swept = store_->SweepExpiredTaskRuns({.expired_before = t0() + seconds(1)});
+  OCTOP_ASSERT_OK(swept);
+  EXPECT_TRUE(swept->empty());
+  swept = store_->SweepExpiredTaskRuns({.expired_before = t0() + seconds(10) + milliseconds(1)});
+  OCTOP_ASSERT_OK(swept);
+  EXPECT_EQ(*swept, std::vector<std::string>{"a"});
+  // A bound beyond now is no wider than now.
+  AddTask("b", DbNowPlus{});
+  ASSERT_TRUE(Claim("b", "t2", seconds(10)).has_value());
+  swept = store_->SweepExpiredTaskRuns({.expired_before = clock_.WallNow() + hours(5)});
+  OCTOP_ASSERT_OK(swept);
+  EXPECT_TRUE(swept->empty());
+}
+
 // ---- ListTasks, DeleteTask, DatabaseNow
 // ---------------------------------------------------------------------------
 

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -108,24 +109,44 @@ TEST(FakeClock, WaitForWaitersTimesOutWhenNobodyWaits) {
   EXPECT_FALSE(clock.WaitForWaiters(1, 10ms));
 }
 
-TEST(ClockStepWatch, ReportsWallStepsEitherWayButNotTheTimePassing) {
+// Reads both clocks while another thread advances them: any pair not read at one instant shows as a wall
+// clock ahead of or behind the steady clock by whole hours.
+TEST(FakeClock, NowReadsBothClocksAtOneInstantWhileAnotherThreadAdvances) {
   FakeClock clock;
-  ClockStepWatch watch(clock);
-  clock.Advance(3h);  // both clocks move: no step
-  EXPECT_EQ(watch.Check(), std::nullopt);
-  clock.StepWall(2h);
-  EXPECT_EQ(watch.Check(), std::chrono::nanoseconds(2h));
-  EXPECT_EQ(watch.Check(), std::nullopt);  // reported once
-  clock.StepWall(-2h);
-  clock.Advance(1s);
-  EXPECT_EQ(watch.Check(), std::chrono::nanoseconds(-2h));
-  // Below the threshold, and a slew's drift between checks, is not a step.
-  clock.StepWall(ClockStepWatch::kThreshold - 1ms);
-  EXPECT_EQ(watch.Check(), std::nullopt);
-  clock.StepWall(ClockStepWatch::kThreshold - 1ms);
-  EXPECT_EQ(watch.Check(), std::nullopt);
-  clock.StepWall(-ClockStepWatch::kThreshold);
-  EXPECT_EQ(watch.Check(), std::chrono::nanoseconds(-ClockStepWatch::kThreshold));
+  const ClockReading start = clock.Now();
+  const auto offset = start.wall.time_since_epoch() - start.steady.time_since_epoch();
+  std::atomic<bool> done{false};
+  std::thread advancer([&] {
+    for (int i = 0; i < 20000; ++i) clock.Advance(1h);
+    done = true;
+  });
+  int reads = 0;
+  while (!done.load() || reads < 1000) {
+    const ClockReading now = clock.Now();
+    ASSERT_EQ(now.wall.time_since_epoch() - now.steady.time_since_epoch(), offset) << "read " << reads;
+    ++reads;
+  }
+  advancer.join();
+}
+
+// A clock whose reads are scripted: the steady clock jumps 10 ms between the first two reads (a preemption),
+// then stands still.
+class PreemptedClock final : public Clock {
+ public:
+  WallTime WallNow() const override { return WallTime{} + std::chrono::seconds(++wall_reads_); }
+  SteadyTime SteadyNow() const override { return SteadyTime{} + (steady_reads_++ == 0 ? 0ms : 10ms); }
+  WakeReason WaitUntil(SteadyTime, std::stop_token, WakeSignal*) override { return WakeReason::kDeadline; }
+
+  mutable int wall_reads_ = 0;
+  mutable int steady_reads_ = 0;
+};
+
+TEST(Clock, NowReadsAgainWhenTheSteadyReadsAroundTheWallReadLieApart) {
+  PreemptedClock clock;
+  const ClockReading now = clock.Now();
+  EXPECT_EQ(clock.wall_reads_, 2);  // the first pair straddled 10 ms and was read again
+  EXPECT_EQ(now.wall, WallTime{} + 2s);
+  EXPECT_EQ(now.steady, SteadyTime{} + 10ms);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ class FakeClock final : public Clock {
 
   WallTime WallNow() const override;
   SteadyTime SteadyNow() const override;
+  ClockReading Now() const override;
   WakeReason WaitUntil(SteadyTime deadline, std::stop_token stop, WakeSignal* signal = nullptr) override;
   std::optional<WallTime> DatabaseNowOverride() const override { return WallNow(); }
 

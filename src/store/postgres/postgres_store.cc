@@ -630,7 +630,8 @@ class PostgresStore final : public Store {
     if (params.error_json && !IsStorableText(*params.error_json)) {
       return InvalidArgumentError("SweepExpiredTaskRuns: the error JSON is not valid UTF-8");
     }
-    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(sweep_, {NowParam(), params.error_json}));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                           Run(sweep_, {NowParam(), params.error_json, TimeParam(params.expired_before)}));
     std::vector<std::string> ids;
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.Text(i, 0));
     std::sort(ids.begin(), ids.end());
@@ -763,9 +764,10 @@ class PostgresStore final : public Store {
 
   Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) override {
     OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, Run(rescue_jobs_,
-                        {NowParam(), FormatInterval(params.backoff_base), FormatInterval(params.backoff_max),
-                         std::string(kJobTimedOutError), TextArrayLiteral(params.spare_tokens)}));
+        PgResult r,
+        Run(rescue_jobs_, {NowParam(), FormatInterval(params.backoff_base),
+                           FormatInterval(params.backoff_max), std::string(kJobTimedOutError),
+                           TextArrayLiteral(params.spare_tokens), TimeParam(params.expired_before)}));
     std::vector<RescuedJob> rescued;
     for (int i = 0; i < r.rows(); ++i) {
       rescued.push_back(
@@ -1092,10 +1094,10 @@ class PostgresStore final : public Store {
     return {"octop_" + std::string(name), Substitute(text, quoted_schema_)};
   }
 
-  std::optional<std::string> NowParam() const {
-    std::optional<WallTime> now = clock_->DatabaseNowOverride();
-    if (!now) return std::nullopt;
-    return FormatTimestamp(*now);
+  std::optional<std::string> NowParam() const { return TimeParam(clock_->DatabaseNowOverride()); }
+  static std::optional<std::string> TimeParam(const std::optional<WallTime>& t) {
+    if (!t) return std::nullopt;
+    return FormatTimestamp(*t);
   }
 
   Result<PgResult> Run(const Statement& statement, const PgParams& params) {

@@ -114,13 +114,14 @@ WITH found AS (SELECT id FROM {ns}.backstage_backend_tasks__tasks WHERE id = $2)
 SELECT (SELECT count(*) FROM found), (SELECT count(*) FROM updated);
 
 -- name: SweepExpiredTaskRuns
--- $2 the error json to record as the run's result (NULL: leave last_run_* alone).
+-- $2 the error json to record as the run's result (NULL: leave last_run_* alone); $3 expired before (NULL: now;
+-- LEAST skips a NULL).
 UPDATE {ns}.backstage_backend_tasks__tasks
 SET current_run_ticket = NULL, current_run_started_at = NULL, current_run_expires_at = NULL,
     last_run_ended_at = CASE WHEN $2::text IS NULL THEN last_run_ended_at
                              ELSE COALESCE($1::timestamptz, now()) END,
     last_run_error_json = COALESCE($2::text, last_run_error_json)
-WHERE current_run_expires_at < COALESCE($1::timestamptz, now())
+WHERE current_run_expires_at < LEAST(COALESCE($1::timestamptz, now()), $3::timestamptz)
 RETURNING id;
 
 -- name: ListAllTasks

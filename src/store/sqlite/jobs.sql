@@ -69,6 +69,7 @@ WHERE id = :id AND attempt_token = :token AND status = 'running';
 
 -- name: RescueExpiredJobs
 -- :base_ms and :max_ms in milliseconds; the backoff doubles per attempt: min(base * 2^(attempt-1), max).
+-- :expired_before is :now or earlier.
 UPDATE octop_jobs
 SET status = CASE WHEN attempt <= max_retries THEN 'failed' ELSE 'frozen' END,
     scheduled_at = CASE
@@ -81,7 +82,7 @@ SET status = CASE WHEN attempt <= max_retries THEN 'failed' ELSE 'frozen' END,
     completed_at = CASE WHEN attempt <= max_retries THEN NULL ELSE :now END,
     expires_at = NULL,
     last_error = :error
-WHERE status = 'running' AND expires_at < :now
+WHERE status = 'running' AND expires_at < :expired_before
   AND coalesce(attempt_token, '') NOT IN (SELECT value FROM json_each(:spare_tokens))
 RETURNING id, status, attempt;
 

@@ -946,7 +946,7 @@ class SqliteStore final : public Store {
       const std::string now = Now(conn);
       std::vector<std::string> ids;
       Stmt row(conn, sql::kSweepExpiredTaskRuns);
-      row.Bind(":now", now);
+      row.Bind(":now", now).Bind(":expired_before", Earlier(now, params.expired_before));
       if (params.error_json) {
         row.Bind(":error", *params.error_json);
       } else {
@@ -1095,6 +1095,7 @@ class SqliteStore final : public Store {
       {
         Stmt row(conn, sql::kRescueExpiredJobs);
         row.Bind(":now", now)
+            .Bind(":expired_before", Earlier(now, params.expired_before))
             .Bind(":base_ms", duration_cast<milliseconds>(params.backoff_base).count())
             .Bind(":max_ms", duration_cast<milliseconds>(params.backoff_max).count())
             .Bind(":error", kJobTimedOutError)
@@ -1405,6 +1406,11 @@ class SqliteStore final : public Store {
     Stmt row(conn, sql::kDatabaseNow);
     if (!row.Step()) Fail(InternalError("DatabaseNow returned no row"));
     return row.Text(0);
+  }
+
+  // The earlier of the database's now (as written) and `bound`, as text that compares with stored times.
+  static std::string Earlier(const std::string& now, const std::optional<WallTime>& bound) {
+    return bound ? std::min(now, FormatTime(*bound)) : now;
   }
 
   static WallTime ParseNow(const std::string& now) {

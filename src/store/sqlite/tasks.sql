@@ -121,7 +121,8 @@ WHERE id = :id AND current_run_ticket IS NOT NULL;
 
 -- name: SweepExpiredTaskRuns
 -- One statement (Backstage uses a SELECT then an UPDATE on SQLite, which is not atomic).
--- :error the error json to record as the run's result (NULL: leave last_run_* alone).
+-- :error the error json to record as the run's result (NULL: leave last_run_* alone); :expired_before is :now
+-- or earlier.
 UPDATE backstage_backend_tasks__tasks
 SET current_run_ticket = NULL,
     current_run_started_at = NULL,
@@ -129,7 +130,7 @@ SET current_run_ticket = NULL,
     last_run_ended_at = CASE WHEN :error IS NULL THEN last_run_ended_at ELSE :now END,
     last_run_error_json = coalesce(:error, last_run_error_json)
 WHERE current_run_expires_at IS NOT NULL
-  AND strftime('%Y-%m-%d %H:%M:%f', current_run_expires_at) < :now
+  AND strftime('%Y-%m-%d %H:%M:%f', current_run_expires_at) < :expired_before
 RETURNING id;
 
 -- name: ListAllTasks
