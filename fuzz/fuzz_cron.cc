@@ -1,6 +1,7 @@
 // libFuzzer target for CronExpression: any bytes go to Parse(); a valid expression is then searched from a
-// few instants (including ones next to DST transitions) in a few zones. Next() must either fail with a Status
-// or return a whole second strictly after the start -- never crash, hang, or go backwards.
+// few instants (including ones next to DST transitions) in a few zones, under each DST policy. Next() must
+// either fail with a Status or return a whole second strictly after the start -- never crash, hang, or go
+// backwards; a wall-clock policy never answers Internal.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +12,15 @@
 
 namespace {
 
-constexpr std::string_view kZones[] = {"UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe",
-                                       "America/Santiago"};
+constexpr std::string_view kZones[] = {"UTC",
+                                       "Europe/Paris",
+                                       "America/New_York",
+                                       "Australia/Lord_Howe",
+                                       "America/Santiago",
+                                       "Antarctica/Troll",
+                                       "Pacific/Apia"};
+constexpr std::string_view kPolicies[] = {"backstage", "shift,once", "shift,twice", "skip,once",
+                                          "skip,twice"};
 
 // ms since the epoch: ordinary days, the edges of DST transitions (Paris and New York spring/fall 2024, Lord
 // Howe October 2024, Santiago September 2024), a leap day, and a far-future instant past the zone files' last
@@ -41,8 +49,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int64_t start_ms = kStarts[(pick + i * 3) % std::size(kStarts)];
     const std::string_view zone = kZones[(pick / 9 + i) % std::size(kZones)];
     const octop::WallTime after{std::chrono::milliseconds(start_ms)};
-    auto next = expression->Next(after, zone);
-    if (!next.ok()) continue;
+    const octop::DstPolicy policy =
+        octop::DstPolicy::Parse(kPolicies[(pick / 63 + i) % std::size(kPolicies)]).value();
+    auto next = expression->Next(after, zone, policy);
+    if (!next.ok()) {
+      if (policy.wall_clock && next.status().code() == octop::StatusCode::kInternal) std::abort();
+      continue;
+    }
     if (*next <= after) std::abort();
     if (next->time_since_epoch() % std::chrono::seconds(1) != octop::WallTime::duration::zero()) std::abort();
     if (*next - after > std::chrono::hours(24 * 366 * 9)) std::abort();  // beyond the 8-year horizon

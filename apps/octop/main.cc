@@ -406,6 +406,7 @@ struct CronArgs {
   std::string tz;
   int count = 5;
   std::string after;  // YYYY-MM-DDTHH:MM:SSZ; default now
+  std::string dst_policy = "backstage";
 };
 
 // `instant` in zone `tz` ("" = local) as YYYY-MM-DDTHH:MM:SS+HH:MM, the zone read as cron reads it.
@@ -423,7 +424,7 @@ std::string ZonedTime(octop::WallTime instant, const std::string& tz) {
   return std::string(date) + zone;
 }
 
-// The ids of the config's cron tasks in plugin `plugin` that name a timeZone.
+// The ids of the config's cron tasks in plugin `plugin` that name a timeZone or a wall-clock dstPolicy.
 std::vector<std::string> ZonedCronTasks(const Globals& g, const std::string& plugin) {
   std::vector<std::string> out;
   if (g.config_path.empty()) return out;
@@ -432,8 +433,11 @@ std::vector<std::string> ZonedCronTasks(const Globals& g, const std::string& plu
   for (const auto& p : config->plugins) {
     if (p.id != plugin) continue;
     for (const auto& task : p.tasks) {
-      const auto* cron = std::get_if<octop::daemon::CronSchedule>(&task.schedule.frequency);
-      if (cron != nullptr && cron->time_zone && !cron->time_zone->empty()) out.push_back(task.id);
+      const auto* cron = std::get_if<octop::CronFrequency>(&task.schedule.frequency);
+      if (cron != nullptr && ((cron->time_zone && !cron->time_zone->empty()) ||
+                              (cron->dst_policy && cron->dst_policy->wall_clock))) {
+        out.push_back(task.id);
+      }
     }
   }
   return out;
@@ -450,6 +454,11 @@ int CronNext(const Globals& g, const CronArgs& a) {
     std::cerr << "octop: unknown time zone '" << a.tz << "'\n";
     return kExitUsage;
   }
+  auto policy = octop::DstPolicy::Parse(a.dst_policy);
+  if (!policy.ok()) {
+    std::cerr << "octop: " << policy.status().message() << "\n";
+    return kExitUsage;
+  }
   octop::WallTime from = std::chrono::system_clock::now();
   if (!a.after.empty()) {
     std::tm tm{};
@@ -462,7 +471,7 @@ int CronNext(const Globals& g, const CronArgs& a) {
   }
   Json out = Json::array();
   for (int i = 0; i < a.count; ++i) {
-    auto next = cron->Next(from, a.tz);
+    auto next = cron->Next(from, a.tz, *policy);
     if (!next.ok()) {
       if (!g.json) std::cout << "(" << next.status().message() << ")\n";
       break;
@@ -528,7 +537,8 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
               std::to_string(octop::store::kLatestSchemaVersion) +
               (*version < octop::store::kLatestSchemaVersion ? " (run: octop migrate)" : ""));
     }
-    // A Backstage node on this plugin's table computes cron runs in its own zone, whatever timeZone says.
+    // A Backstage node on this plugin's table computes cron runs in its own zone and by the package's walk,
+    // whatever timeZone and dstPolicy say.
     const std::vector<std::string> zoned = ZonedCronTasks(g, ns);
     auto sessions = (*s)->CountBackstageSessions();
     if (sessions.ok() && *sessions > 0) {
@@ -536,7 +546,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
           std::to_string(*sessions) + " Backstage session(s) use this table" +
               (zoned.empty()
                    ? std::string()
-                   : "; a Backstage node runs timeZone tasks (" + zoned.front() +
+                   : "; a Backstage node runs timeZone and dstPolicy tasks (" + zoned.front() +
                          (zoned.size() > 1 ? ", ..." : "") +
                          ") in its own zone: see docs/scheduler.md, \"Sharing tasks with Backstage\""));
     }
@@ -592,6 +602,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cron_next->add_option("--after", cron_args.after,
                         "start after this instant, YYYY-MM-DDTHH:MM:SSZ (default now)");
+  cron_next
+      ->add_option("--dst-policy", cron_args.dst_policy,
+                   "backstage, or <gap>,<overlap>: shift|skip, once|twice (docs/cron.md)")
+      ->capture_default_str();
   cron_next->add_flag("--json", g.json, "machine-readable output");
 
   JobArgs job;

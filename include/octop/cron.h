@@ -26,6 +26,25 @@
 
 namespace octop {
 
+// How a cron schedule meets a daylight-saving transition (docs/cron.md, "DST policies"). The default walks
+// local time as the npm package does, which is what a Backstage node computes. A wall-clock policy fires at
+// each local time that matches, and says what to do with one that does not exist (a spring-forward gap):
+// `shift` runs at the first instant after the gap, `skip` does not run; and with one that exists twice (a
+// fall-back overlap): `once` runs at the first, `twice` at both.
+struct DstPolicy {
+  enum class Gap { kShift, kSkip };
+  enum class Overlap { kOnce, kTwice };
+  bool wall_clock = false;  // false: the package's walk ("backstage"); gap and overlap are then unused
+  Gap gap = Gap::kShift;
+  Overlap overlap = Overlap::kOnce;
+
+  // "backstage", or "<gap>,<overlap>": "shift,once", "shift,twice", "skip,once", "skip,twice".
+  // InvalidArgument naming the accepted values otherwise.
+  static Result<DstPolicy> Parse(std::string_view text);
+  std::string ToString() const;
+  bool operator==(const DstPolicy&) const = default;
+};
+
 class CronExpression {
  public:
   // The package searches this many (calendar) years past the start instant before giving up.
@@ -41,7 +60,9 @@ class CronExpression {
   // always a whole second. InvalidArgument for an unknown zone; NotFound when there is no occurrence within
   // kSearchHorizonYears (e.g. "0 0 30 2 *"); Internal for the package's own internal DST-search failures (it
   // throws there too).
-  Result<WallTime> Next(WallTime after, std::string_view tz = "") const;
+  // Under a wall-clock `policy`, the next instant at which the zone's local time matches, with gaps and
+  // overlaps handled as the policy says; the same horizon and errors, and never Internal.
+  Result<WallTime> Next(WallTime after, std::string_view tz = "", DstPolicy policy = {}) const;
 
   const std::string& text() const { return text_; }
   // Whether the expression has a seconds field: six fields, or an @-macro (which the package expands to six).

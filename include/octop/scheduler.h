@@ -40,6 +40,7 @@
 #include <vector>
 
 #include <octop/clock.h>
+#include <octop/cron.h>
 #include <octop/duration.h>
 #include <octop/plugin_division.h>
 #include <octop/status.h>
@@ -60,10 +61,12 @@ class Store;
 
 // {cron: "..."}: a cron expression in the dialect of the npm `cron` package (5 or 6 fields), evaluated in
 // `time_zone` (an IANA name; absent = the node's local zone, as Backstage does). The zone is stored in the
-// settings as octop's "timeZone" extension, so every node evaluates a global cron task the same way.
+// settings as octop's "timeZone" extension, so every node evaluates a global cron task the same way; likewise
+// `dst_policy` (absent = the package's walk, as Backstage) as "dstPolicy".
 struct CronFrequency {
   std::string cron;
   std::optional<std::string> time_zone;
+  std::optional<DstPolicy> dst_policy;
 };
 // {trigger: "manual"}: runs only when triggered.
 struct ManualTrigger {};

@@ -41,6 +41,9 @@ struct TaskSettingsV2 {
   // Backstage). Written as "timeZone" after the Backstage keys; Backstage's schema strips unknown keys, so it
   // still reads the row.
   std::optional<std::string> time_zone;
+  // octop extension: how a cron cadence meets a DST transition (DstPolicy::Parse's text; absent =
+  // "backstage"). Written as "dstPolicy" after timeZone; a Backstage node ignores it (docs/cron.md).
+  std::optional<std::string> dst_policy;
 
   CadenceKind cadence_kind() const;
 

@@ -866,6 +866,119 @@ class Search {
   Luxon lx_;
 };
 
+// ---------------------------------------------------------------------------------------------------------------
+// The wall-clock DST policies (docs/cron.md, "DST policies"): the next local time that matches, in civil-time
+// order, mapped to its instants -- none in a gap, two in an overlap -- as the policy says. Not the package's
+// walk: a plain search over local days, hours, minutes and seconds.
+
+class WallClockSearch {
+ public:
+  WallClockSearch(const Fields& f, const Zone& zone, DstPolicy policy)
+      : f_(f), zone_(zone), policy_(policy) {}
+
+  // The first whole-second instant after `after_ms`, in milliseconds.
+  int64_t NextAfter(int64_t after_ms) {
+    const int64_t after = FloorDiv(after_ms, kMsPerSecond);
+    const std::vector<int64_t>& near = OffsetsNear(after);
+    // Under the smallest offset about, the local time of every instant after `after` is at or past this.
+    const int64_t start = after + near.front();
+    const Civil start_civil = CivilFromLocalMs(start * kMsPerSecond);
+    const int64_t horizon_year = start_civil.year + CronExpression::kSearchHorizonYears;
+    const int64_t last_day =
+        DaysFromCivil(horizon_year, start_civil.month,
+                      std::min(start_civil.day, DaysInMonth(horizon_year, start_civil.month)));
+    std::optional<int64_t> best;
+    for (int64_t local = start;;) {
+      const std::optional<int64_t> match = NextLocalMatch(local, last_day);
+      if (!match) break;
+      // A later local time reads as an instant no earlier than this under the largest offset about.
+      if (best && *match - OffsetsNear(*match).back() > *best) break;
+      for (const int64_t instant : Instants(*match)) {
+        if (instant > after && (!best || instant < *best)) best = instant;
+      }
+      local = *match + 1;
+    }
+    if (!best) throw SearchFailure{true, "No execution date was found in the next 8 years"};
+    return *best * kMsPerSecond;
+  }
+
+ private:
+  int64_t OffsetAt(int64_t t) const { return zone_.OffsetMs(t * kMsPerSecond) / kMsPerSecond; }
+
+  // The distinct offsets within 30 hours either side of `t` (sampled hourly; every zone's offset is within
+  // 15 hours of UTC), sorted. Cached per hour.
+  const std::vector<int64_t>& OffsetsNear(int64_t t) {
+    const int64_t hour = FloorDiv(t, 3600);
+    auto it = offsets_near_.find(hour);
+    if (it != offsets_near_.end()) return it->second;
+    std::vector<int64_t> offsets;
+    for (int64_t k = -30; k <= 30; ++k) offsets.push_back(OffsetAt((hour + k) * 3600));
+    std::sort(offsets.begin(), offsets.end());
+    offsets.erase(std::unique(offsets.begin(), offsets.end()), offsets.end());
+    return offsets_near_.emplace(hour, std::move(offsets)).first->second;
+  }
+
+  // The instants at which the local time is `local` (seconds), as the policy maps them.
+  std::vector<int64_t> Instants(int64_t local) {
+    std::vector<int64_t> instants;
+    for (const int64_t o : OffsetsNear(local)) {
+      if (OffsetAt(local - o) == o) instants.push_back(local - o);
+    }
+    std::sort(instants.begin(), instants.end());
+    if (instants.size() > 1 && policy_.overlap == DstPolicy::Overlap::kOnce) instants.resize(1);
+    if (instants.empty() && policy_.gap == DstPolicy::Gap::kShift) {
+      // The first instant whose local time is past `local`: the end of the gap.
+      const std::vector<int64_t>& near = OffsetsNear(local);
+      int64_t lo = local - near.back();  // its local time is before `local`
+      int64_t hi = local - near.front();
+      if (hi + OffsetAt(hi) > local) {
+        while (hi - lo > 1) {
+          const int64_t mid = lo + (hi - lo) / 2;
+          (mid + OffsetAt(mid) > local ? hi : lo) = mid;
+        }
+        instants.push_back(hi);
+      }
+    }
+    return instants;
+  }
+
+  bool DayMatches(const Civil& c) const {
+    if (!f_.Has(kMonth, c.month)) return false;
+    const bool dom = f_.Has(kDayOfMonth, c.day);
+    const bool dow = f_.Has(kDayOfWeek, WeekDay(c));
+    const bool dom_full = f_.Full(kDayOfMonth);
+    const bool dow_full = f_.Full(kDayOfWeek);
+    // As the package's search: OR when both are restricted, else the restricted one.
+    return !((!dom && !dom_full && !(dow && !dow_full)) || (!dow && !dow_full && !(dom && !dom_full)));
+  }
+
+  // The first local time (seconds) at or after `local` that matches, up to the end of day `last_day`.
+  std::optional<int64_t> NextLocalMatch(int64_t local, int64_t last_day) const {
+    const Civil from = CivilFromLocalMs(local * kMsPerSecond);
+    int64_t day = DaysFromCivil(from.year, from.month, from.day);
+    for (bool first = true; day <= last_day; ++day, first = false) {
+      const Civil c = CivilFromLocalMs(day * kMsPerDay);
+      if (!DayMatches(c)) continue;
+      for (int64_t h = first ? from.hour : 0; h < 24; ++h) {
+        if (!f_.Has(kHour, h)) continue;
+        const bool same_hour = first && h == from.hour;
+        for (int64_t m = same_hour ? from.minute : 0; m < 60; ++m) {
+          if (!f_.Has(kMinute, m)) continue;
+          for (int64_t s = same_hour && m == from.minute ? from.second : 0; s < 60; ++s) {
+            if (f_.Has(kSecond, s)) return day * 86400 + h * 3600 + m * 60 + s;
+          }
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  const Fields& f_;
+  const Zone& zone_;
+  const DstPolicy policy_;
+  std::map<int64_t, std::vector<int64_t>> offsets_near_;
+};
+
 std::string Quote(std::string_view s) {
   std::string out = "\"";
   out += s;
@@ -888,7 +1001,7 @@ Result<CronExpression> CronExpression::Parse(std::string_view expression) {
 
 bool CronExpression::has_seconds() const { return fields_ != nullptr && fields_->has_seconds; }
 
-Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz) const {
+Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz, DstPolicy policy) const {
   if (fields_ == nullptr) return InternalError("Next() on a default-constructed CronExpression");
   const std::optional<Zone> zone = ResolveZone(tz);
   if (!zone) return InvalidArgumentError("Unknown time zone " + Quote(tz));
@@ -899,6 +1012,15 @@ Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz) const
     return InvalidArgumentError("Instant out of range for cron expression " + Quote(text_));
   }
   const std::string where = " for cron expression " + Quote(text_) + (tz.empty() ? "" : " in " + Quote(tz));
+  if (policy.wall_clock) {
+    try {
+      WallClockSearch search(*fields_, *zone, policy);
+      return WallTime(std::chrono::duration_cast<WallTime::duration>(
+          std::chrono::milliseconds(search.NextAfter(after_ms))));
+    } catch (const SearchFailure& failure) {
+      return NotFoundError(failure.reason + where);
+    }
+  }
   // The package's algorithm can answer a time before `after` (in a fall-back's repeated hour, e.g.
   // Antarctica/Troll's two-hour one). A scheduler must never go back: such an answer is searched again from a
   // little later, doubling the step, and the first occurrence after `after` is the answer (docs/cron.md,
@@ -916,6 +1038,34 @@ Result<WallTime> CronExpression::Next(WallTime after, std::string_view tz) const
     }
   }
   return InternalError("Cron search failed" + where + ": no occurrence after the instant within a day of it");
+}
+
+Result<DstPolicy> DstPolicy::Parse(std::string_view text) {
+  if (text == "backstage") return DstPolicy{};
+  const size_t comma = text.find(',');
+  DstPolicy policy;
+  policy.wall_clock = true;
+  if (comma != std::string_view::npos) {
+    const std::string_view gap = text.substr(0, comma);
+    const std::string_view overlap = text.substr(comma + 1);
+    const bool gap_ok = gap == "shift" || gap == "skip";
+    const bool overlap_ok = overlap == "once" || overlap == "twice";
+    if (gap_ok && overlap_ok) {
+      policy.gap = gap == "skip" ? Gap::kSkip : Gap::kShift;
+      policy.overlap = overlap == "twice" ? Overlap::kTwice : Overlap::kOnce;
+      return policy;
+    }
+  }
+  return InvalidArgumentError(
+      "Invalid DST policy " + Quote(text) +
+      ": expected \"backstage\" or \"<gap>,<overlap>\" with gap shift or skip and overlap "
+      "once or twice (e.g. \"shift,once\")");
+}
+
+std::string DstPolicy::ToString() const {
+  if (!wall_clock) return "backstage";
+  return std::string(gap == Gap::kSkip ? "skip" : "shift") + "," +
+         (overlap == Overlap::kTwice ? "twice" : "once");
 }
 
 bool IsKnownTimeZone(std::string_view tz) { return tz.empty() || FindZone(tz) != nullptr; }

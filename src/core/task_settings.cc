@@ -83,6 +83,13 @@ Status TaskSettingsV2::Validate() const {
       return FieldError("timeZone", "unknown time zone '" + *time_zone + "'");
     }
   }
+  if (dst_policy) {
+    if (cadence_kind() != CadenceKind::kCron)
+      return FieldError("dstPolicy", "only a cron cadence takes a DST policy");
+    if (Result<DstPolicy> policy = DstPolicy::Parse(*dst_policy); !policy.ok()) {
+      return FieldError("dstPolicy", policy.status().message());
+    }
+  }
   return Status::Ok();
 }
 
@@ -93,6 +100,7 @@ std::string TaskSettingsV2::ToJson() const {
   if (initial_delay_duration) j["initialDelayDuration"] = *initial_delay_duration;
   j["timeoutAfterDuration"] = timeout_after_duration;
   if (time_zone) j["timeZone"] = *time_zone;
+  if (dst_policy) j["dstPolicy"] = *dst_policy;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -113,6 +121,7 @@ Result<TaskSettingsV2> TaskSettingsV2::FromJson(std::string_view json) {
   OCTOP_ASSIGN_OR_RETURN(settings.timeout_after_duration, RequiredString(j, "timeoutAfterDuration"));
   OCTOP_ASSIGN_OR_RETURN(settings.initial_delay_duration, OptionalString(j, "initialDelayDuration"));
   OCTOP_ASSIGN_OR_RETURN(settings.time_zone, OptionalString(j, "timeZone"));
+  OCTOP_ASSIGN_OR_RETURN(settings.dst_policy, OptionalString(j, "dstPolicy"));
   OCTOP_RETURN_IF_ERROR(settings.Validate());
   return settings;
 }

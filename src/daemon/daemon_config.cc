@@ -346,9 +346,15 @@ Result<ScheduleConfig> ReadSchedule(const Json& json, const std::string& path, c
   const std::string fpath = s.Child("frequency");
   if (frequency->is_object() && frequency->contains("cron")) {
     Section f(*frequency, fpath, where);
-    CronSchedule cron;
-    OCTOP_ASSIGN_OR_RETURN(cron.expression, f.RequiredString("cron"));
+    CronFrequency cron;
+    OCTOP_ASSIGN_OR_RETURN(cron.cron, f.RequiredString("cron"));
     OCTOP_ASSIGN_OR_RETURN(cron.time_zone, f.OptionalString("timeZone"));
+    OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> dst_policy, f.OptionalString("dstPolicy"));
+    if (dst_policy) {
+      Result<DstPolicy> policy = DstPolicy::Parse(*dst_policy);
+      if (!policy.ok()) return InvalidArgumentError(f.Where("dstPolicy") + policy.status().message());
+      cron.dst_policy = *policy;
+    }
     OCTOP_RETURN_IF_ERROR(f.RejectUnknownKeys());
     out.frequency = std::move(cron);
   } else if (frequency->is_object() && frequency->contains("trigger")) {
@@ -359,7 +365,7 @@ Result<ScheduleConfig> ReadSchedule(const Json& json, const std::string& path, c
                                   "', expecting 'manual'");
     }
     OCTOP_RETURN_IF_ERROR(f.RejectUnknownKeys());
-    out.frequency = ManualSchedule{};
+    out.frequency = ManualTrigger{};
   } else {
     OCTOP_ASSIGN_OR_RETURN(Duration d, ReadDuration(*frequency, fpath, where, source));
     out.frequency = d;
@@ -416,13 +422,7 @@ Result<ScheduleConfig> ReadScheduleConfig(const nlohmann::json& schedule, std::s
 
 TaskScheduleDefinition ToScheduleDefinition(const ScheduleConfig& config) {
   TaskScheduleDefinition def;
-  if (const auto* cron = std::get_if<CronSchedule>(&config.frequency)) {
-    def.frequency = CronFrequency{.cron = cron->expression, .time_zone = cron->time_zone};
-  } else if (const auto* duration = std::get_if<Duration>(&config.frequency)) {
-    def.frequency = *duration;
-  } else {
-    def.frequency = ManualTrigger{};
-  }
+  def.frequency = config.frequency;
   def.timeout = config.timeout;
   def.initial_delay = config.initial_delay;
   def.scope = config.scope == "local" ? TaskScope::kLocal : TaskScope::kGlobal;

@@ -29,16 +29,11 @@
 
 namespace octop::daemon {
 
-struct CronSchedule {
-  std::string expression;
-  std::optional<std::string> time_zone;  // octop extension: {cron: '0 2 * * *', timeZone: Europe/Paris}
-};
-struct ManualSchedule {};
-using FrequencyConfig = std::variant<CronSchedule, Duration, ManualSchedule>;
-
 // One schedule, as Backstage's config reader returns it.
 struct ScheduleConfig {
-  FrequencyConfig frequency;
+  // {cron, timeZone?, dstPolicy?} (timeZone and dstPolicy are octop's extensions), a duration, or
+  // {trigger: manual}.
+  TaskFrequency frequency;
   Duration timeout;
   std::optional<Duration> initial_delay;
   std::optional<std::string> scope;  // "global" or "local" when given

@@ -105,15 +105,19 @@ Status PluginSchedulerImpl::ScheduleTask(TaskDefinition task) {
         UpsertParamsFor(task.id, settings, cadence, global_worker()->DatabaseNowEstimate()));
     Status upserted = (*store)->UpsertTask(params);
     if (!upserted.ok()) return Wrap(upserted, "Failed to persist task, ");
-    // A Backstage node computes a cron task's next run in its own process's zone, whatever timeZone says.
-    if (settings.time_zone && !settings.time_zone->empty()) {
+    // A Backstage node computes a cron task's next run in its own process's zone and by the package's walk,
+    // whatever timeZone and dstPolicy say.
+    const bool zoned = settings.time_zone && !settings.time_zone->empty();
+    if (zoned || settings.dst_policy) {
       if (Result<int> peers = (*store)->CountBackstageSessions(); peers.ok() && *peers > 0) {
         context_.Log(
             LogLevel::kWarn,
-            "Task " + plugin_id_ + "/" + task.id + " has timeZone " + *settings.time_zone + ", but " +
+            "Task " + plugin_id_ + "/" + task.id + " has " +
+                (zoned ? "timeZone " + *settings.time_zone : "dstPolicy " + *settings.dst_policy) + ", but " +
                 std::to_string(*peers) +
                 " Backstage session(s) use this plugin's task table, and a Backstage node computes "
-                "the next run in its own zone (docs/scheduler.md, \"Sharing tasks with Backstage\")");
+                "the next run in its own zone, by the npm package's walk (docs/scheduler.md, \"Sharing tasks "
+                "with Backstage\")");
       }
     }
   }

@@ -65,6 +65,10 @@ Result<TaskSettingsV2> TaskSettingsFromSchedule(const TaskScheduleDefinition& sc
       }
       settings.time_zone = cron->time_zone;
     }
+    // The default is written as no key at all, so a row without a policy reads the same on every version.
+    if (cron->dst_policy.has_value() && cron->dst_policy->wall_clock) {
+      settings.dst_policy = cron->dst_policy->ToString();
+    }
   } else if (const auto* duration = std::get_if<Duration>(&schedule.frequency)) {
     if (duration->IsZero())
       return InvalidArgumentError("Invalid duration, the frequency must be longer than zero");

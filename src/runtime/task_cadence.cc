@@ -27,6 +27,9 @@ Result<TaskCadence> TaskCadence::FromSettings(const TaskSettingsV2& settings) {
         return InvalidArgumentError("Unknown time zone '" + cadence.time_zone + "' for cron '" +
                                     settings.cadence + "'");
       }
+      if (settings.dst_policy) {
+        OCTOP_ASSIGN_OR_RETURN(cadence.dst_policy, DstPolicy::Parse(*settings.dst_policy));
+      }
       break;
     }
     case CadenceKind::kDuration: {
@@ -44,7 +47,7 @@ Result<TaskCadence> TaskCadence::FromSettings(const TaskSettingsV2& settings) {
 
 Result<WallTime> TaskCadence::NextCronAfter(WallTime after) const {
   if (!cron.has_value()) return InternalError("not a cron cadence");
-  return cron->Next(after, time_zone);
+  return cron->Next(after, time_zone, dst_policy);
 }
 
 std::optional<WallTime> TaskCadence::ServedOccurrence(std::optional<WallTime> due_at) const {

@@ -22,6 +22,7 @@ struct TaskCadence {
   CadenceKind kind = CadenceKind::kManual;
   std::optional<CronExpression> cron;                      // kCron
   std::string time_zone;                                   // kCron: "" = the node's local zone
+  DstPolicy dst_policy;                                    // kCron
   std::chrono::microseconds period{0};                     // kDuration
   std::optional<std::chrono::microseconds> timeout;        // absent for Backstage's "" quirk
   std::optional<std::chrono::microseconds> initial_delay;  // absent or zero = none

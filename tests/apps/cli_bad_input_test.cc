@@ -165,6 +165,16 @@ TEST_F(CliBadInputTest, CronNextPreviewsFireTimesWithTheirOffsets) {
   Outcome lower = RunOctop({"cron", "next", "0 30 2 * * *", "--tz", "america/new_york", "-n", "3", "--after",
                             "2026-03-07T00:00:00Z"});
   EXPECT_EQ(lower.out, r.out) << lower.err;
+  // A wall-clock DST policy: the skipped 02:30 does not run; the repeated 01:30 of 1 November runs twice.
+  Outcome skip = RunOctop({"cron", "next", "0 30 2 * * *", "--tz", "America/New_York", "-n", "2", "--after",
+                           "2026-03-07T12:00:00Z", "--dst-policy", "skip,once"});
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(skip.out, "2026-03-09T02:30:00-04:00\n2026-03-10T02:30:00-04:00\n");
+  Outcome twice = RunOctop({"cron", "next", "30 1 * * *", "--tz", "America/New_York", "-n", "3", "--after",
+                            "2026-10-31T12:00:00Z", "--dst-policy", "shift,twice"});
+  EXPECT_EQ(twice.out, "2026-11-01T01:30:00-04:00\n2026-11-01T01:30:00-05:00\n2026-11-02T01:30:00-05:00\n")
+      << twice.err;
+  ExpectUsageError({"cron", "next", "* * * * *", "--dst-policy", "wall"}, "Invalid DST policy");
   ExpectUsageError({"cron", "next", "61 * * * *"}, "out of range");
   ExpectUsageError({"cron", "next", "* * * * *", "--tz", "Mars/Olympus"}, "unknown time zone");
   ExpectUsageError({"cron", "next", "* * * * *", "--after", "yesterday"}, "--after");

@@ -18,8 +18,8 @@ TEST(ReadScheduleConfig, AllValidValues) {
   auto s = Read(R"({"frequency":{"cron":"0 30 * * * *"},"timeout":"PT3M","initialDelay":{"minutes":20},
                     "scope":"global"})");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  ASSERT_TRUE(std::holds_alternative<CronSchedule>(s->frequency));
-  EXPECT_EQ(std::get<CronSchedule>(s->frequency).expression, "0 30 * * * *");
+  ASSERT_TRUE(std::holds_alternative<CronFrequency>(s->frequency));
+  EXPECT_EQ(std::get<CronFrequency>(s->frequency).cron, "0 30 * * * *");
   EXPECT_EQ(s->timeout.ToIso(), "PT3M");
   ASSERT_TRUE(s->initial_delay.has_value());
   EXPECT_EQ(s->initial_delay->units().minutes, 20);
@@ -80,7 +80,7 @@ TEST(ReadScheduleConfig, InvalidScopeValue) {
 TEST(ReadScheduleConfig, ManualTriggerHumanStringsAndTimeZone) {
   auto manual = Read(R"({"frequency":{"trigger":"manual"},"timeout":"10m"})");
   ASSERT_TRUE(manual.ok()) << manual.status().ToString();
-  EXPECT_TRUE(std::holds_alternative<ManualSchedule>(manual->frequency));
+  EXPECT_TRUE(std::holds_alternative<ManualTrigger>(manual->frequency));
   EXPECT_EQ(manual->timeout.ToIso(), "PT10M");
   EXPECT_FALSE(Read(R"({"frequency":{"trigger":"sometimes"},"timeout":"10m"})").ok());
   auto human = Read(R"({"frequency":"90m","timeout":"30 seconds"})");
@@ -88,7 +88,10 @@ TEST(ReadScheduleConfig, ManualTriggerHumanStringsAndTimeZone) {
   EXPECT_EQ(std::get<Duration>(human->frequency).ToIso(), "PT1H30M");
   auto tz = Read(R"({"frequency":{"cron":"0 2 * * *","timeZone":"Europe/Paris"},"timeout":"PT1H"})");
   ASSERT_TRUE(tz.ok());
-  EXPECT_EQ(std::get<CronSchedule>(tz->frequency).time_zone, "Europe/Paris");
+  EXPECT_EQ(std::get<CronFrequency>(tz->frequency).time_zone, "Europe/Paris");
+  auto dst = Read(R"({"frequency":{"cron":"30 2 * * *","dstPolicy":"skip,twice"},"timeout":"PT1H"})");
+  ASSERT_TRUE(dst.ok()) << dst.status().ToString();
+  EXPECT_EQ(std::get<CronFrequency>(dst->frequency).dst_policy, DstPolicy::Parse("skip,twice").value());
   auto typo = Read(R"({"frequency":{"cron":"0 2 * * *","timezone":"Europe/Paris"},"timeout":"PT1H"})");
   EXPECT_NE(typo.status().message().find("unknown key 'timezone'; did you mean 'timeZone'?"),
             std::string::npos)
@@ -249,6 +252,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: {cron: '0 * * * *', "
                 "timeZone: Mars/Olympus}, timeout: PT1M}, command: [x]}\n",
                 "Unknown time zone 'Mars/Olympus'"},
+        BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: {cron: '0 * * * *', "
+                "dstPolicy: wall}, timeout: PT1M}, command: [x]}\n",
+                "dstPolicy: Invalid DST policy \"wall\""},
         BadCase{"plugins:\n  p:\n    tasks:\n      - {id: a, schedule: {frequency: 0s, timeout: PT1M}, "
                 "command: [x]}\n",
                 "the frequency must be longer than zero"},

@@ -59,6 +59,17 @@ TEST(TaskSettingsFromScheduleTest, StoresTheCronTimeZone) {
   EXPECT_NE(settings->ToJson().find(R"("timeZone":"Europe/Paris")"), std::string::npos);
 }
 
+TEST(TaskSettingsFromScheduleTest, StoresAWallClockDstPolicyAndLeavesTheDefaultOut) {
+  Result<TaskSettingsV2> settings = TaskSettingsFromSchedule(
+      Schedule(CronFrequency{"30 2 * * *", "America/New_York", DstPolicy::Parse("shift,twice").value()}));
+  ASSERT_TRUE(settings.ok());
+  EXPECT_EQ(settings->dst_policy, "shift,twice");
+  settings = TaskSettingsFromSchedule(Schedule(CronFrequency{"30 2 * * *", std::nullopt, DstPolicy{}}));
+  ASSERT_TRUE(settings.ok());
+  EXPECT_EQ(settings->dst_policy, std::nullopt);
+  EXPECT_EQ(settings->ToJson().find("dstPolicy"), std::string::npos);
+}
+
 TEST(TaskSettingsFromScheduleTest, RejectsInvalidSchedules) {
   EXPECT_EQ(TaskSettingsFromSchedule(Schedule(CronFrequency{"61 * * * *", std::nullopt})).status().code(),
             StatusCode::kInvalidArgument);

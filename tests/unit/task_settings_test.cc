@@ -116,5 +116,25 @@ TEST(TaskSettings, TimeZoneMustBeKnownAndOnlyOnCron) {
   EXPECT_NE(d.Validate().message().find("only a cron cadence"), std::string::npos);
 }
 
+TEST(TaskSettings, DstPolicyIsWrittenAfterTheZoneAndChecked) {
+  auto s = Settings("30 2 * * *", "PT1H");
+  s.time_zone = "America/New_York";
+  s.dst_policy = "skip,once";
+  EXPECT_EQ(s.ToJson(), R"({"version":2,"cadence":"30 2 * * *","timeoutAfterDuration":"PT1H",)"
+                        R"("timeZone":"America/New_York","dstPolicy":"skip,once"})");
+  auto back = TaskSettingsV2::FromJson(s.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, s);
+  s.dst_policy = "skip";
+  EXPECT_NE(s.Validate().message().find("dstPolicy"), std::string::npos) << s.Validate().ToString();
+  EXPECT_NE(s.Validate().message().find("shift,once"), std::string::npos) << s.Validate().ToString();
+  auto d = Settings("PT5S");
+  d.dst_policy = "shift,once";
+  EXPECT_NE(d.Validate().message().find("only a cron cadence takes a DST policy"), std::string::npos);
+  EXPECT_FALSE(TaskSettingsV2::FromJson(R"({"version":2,"cadence":"0 2 * * *","timeoutAfterDuration":"PT1H",)"
+                                        R"("dstPolicy":7})")
+                   .ok());
+}
+
 }  // namespace
 }  // namespace octop
