@@ -212,8 +212,7 @@ int Act(const Globals& g, const std::string& action, const std::string& plugin, 
   return 0;
 }
 
-// ---- octop jobs
-// ---------------------------------------------------------------------------------------------
+// ---- octop jobs -------------------------------------------------------------------------------------------
 
 struct JobArgs {
   std::string kind;

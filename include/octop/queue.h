@@ -51,8 +51,7 @@ class Store;
 class StoreTransaction;
 }  // namespace store
 
-// ---- Jobs
-// ---------------------------------------------------------------------------------------------------------
+// ---- Jobs -------------------------------------------------------------------------------------------------
 
 enum class JobStatus { kPending, kRunning, kSuccess, kFailed, kFrozen };
 std::string_view JobStatusName(JobStatus status);  // "pending" | "running" | "success" | "failed" | "frozen"
@@ -66,8 +65,8 @@ struct JobSpec {
   int priority = 0;                      // lower runs first among due jobs of a queue
   std::optional<WallTime> scheduled_at;  // not before this instant; absent = now (the database's clock)
   std::optional<int> max_retries;        // retries after the first attempt, >= 0; absent = 3
-  std::optional<std::string>
-      unique_key;  // at most one live (pending/running/failed) job per key, 1..255 bytes
+  // At most one live (pending/running/failed) job per key, 1..255 bytes.
+  std::optional<std::string> unique_key;
 };
 
 struct EnqueueResult {
@@ -124,8 +123,7 @@ struct JobSummary {
   std::vector<std::string> paused_queues;
 };
 
-// ---- Handlers
-// -----------------------------------------------------------------------------------------------------
+// ---- Handlers ---------------------------------------------------------------------------------------------
 
 // The longest delay a handler's JobResult::Retry(after) can ask for; a longer one (or a negative one) is
 // clamped to it (to 0), so a webhook's Retry-After cannot park a job for decades.
@@ -194,8 +192,7 @@ struct RetryPolicy {
   std::chrono::milliseconds Delay(int attempt, double unit_random) const;
 };
 
-// ---- The queue
-// ----------------------------------------------------------------------------------------------------
+// ---- The queue --------------------------------------------------------------------------------------------
 
 // Opens the queue's store. The default opens OpenStore(database_url, {ns = "octop", clock}); tests substitute
 // a fresh namespace.

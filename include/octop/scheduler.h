@@ -2,10 +2,11 @@
 //
 // A Scheduler owns one PluginScheduler per plugin id. A plugin schedules tasks -- a function run on a cadence
 // (cron, fixed rate, or only when triggered) with a timeout -- in one of two scopes:
-//   global  at most one run at a time across every node sharing the database: nodes claim a run with a ticket
-//   in the
-//           plugin's backstage_backend_tasks__tasks row, so the row is the single source of truth;
-//   local   in memory on this node only, never overlapping with itself here; other nodes run their own copy.
+//   global  at most one run at a time across every node sharing the database: nodes claim a run with a
+//           ticket in the plugin's backstage_backend_tasks__tasks row, so the row is the single source of
+//           truth;
+//   local   in memory on this node only, never overlapping with itself here; other nodes run their own
+//           copy.
 // TriggerTask / CancelTask / GetTaskStates are what the REST API serves. docs/scheduler.md describes the
 // design.
 //
@@ -56,8 +57,7 @@ namespace store {
 class Store;
 }  // namespace store
 
-// ---- Defining a task
-// --------------------------------------------------------------------------------------------
+// ---- Defining a task --------------------------------------------------------------------------------------
 
 // {cron: "..."}: a cron expression in the dialect of the npm `cron` package (5 or 6 fields), evaluated in
 // `time_zone` (an IANA name; absent = the node's local zone, as Backstage does). The zone is stored in the
@@ -116,8 +116,7 @@ struct TaskDefinition {
 // zero duration frequency or a zero timeout.
 Result<TaskSettingsV2> TaskSettingsFromSchedule(const TaskScheduleDefinition& schedule);
 
-// ---- What a scheduler reports
-// ------------------------------------------------------------------------------------
+// ---- What a scheduler reports -----------------------------------------------------------------------------
 
 // One entry of getScheduledTasks().
 struct TaskDescriptor {
@@ -155,8 +154,7 @@ struct TaskStateEntry {
   std::optional<WorkerStatus> worker_state;  // this node's worker; running only while this node runs it
 };
 
-// ---- The per-plugin API
-// ------------------------------------------------------------------------------------------
+// ---- The per-plugin API -----------------------------------------------------------------------------------
 
 class TaskRunner;
 
@@ -208,8 +206,7 @@ class TaskRunner {
   TaskScheduleDefinition schedule_;
 };
 
-// ---- The scheduler
-// -------------------------------------------------------------------------------------------------
+// ---- The scheduler ----------------------------------------------------------------------------------------
 
 enum class LogLevel { kDebug, kInfo, kWarn, kError };
 std::string_view LogLevelName(LogLevel level);

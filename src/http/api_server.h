@@ -4,11 +4,10 @@
 // bytes, time).
 //
 // Routes are matched on the raw request target split into percent-decoded segments, exactly as Express
-// matches
-// `:id`: a task id containing '/' must be sent as %2F and arrives whole. Every error is a JSON body in the
-// shape of Backstage's error middleware with the status from the one Status->HTTP table (status.h). When a
-// bearer token is configured every POST must carry it (compared in constant time); GETs stay open so probes
-// and scrapers work.
+// matches `:id`: a task id containing '/' must be sent as %2F and arrives whole. Every error is a JSON body
+// in the shape of Backstage's error middleware with the status from the one Status->HTTP table (status.h).
+// When a bearer token is configured every POST must carry it (compared in constant time); GETs stay open so
+// probes and scrapers work.
 //
 // Browser safety (docs/reliability.md, "Threat model"): a page on another site can make the user's browser
 // send requests to a loopback octopd, so every request must name this server in its Host header (an IP

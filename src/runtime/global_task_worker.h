@@ -2,19 +2,16 @@
 // coordinated with the other nodes through the plugin's Store.
 //
 // Threads (none per task):
-//   poller    one readiness query (PollTasks) for all of the plugin's waiting tasks, then a claim per ready
-//   task.
-//             It sleeps until the earliest of: the poll interval, the earliest next_run_start_at among the
-//             waiting tasks (translated from database time to this node's steady clock with the offset
-//             measured by the poll), an initial delay ending, a run's timeout or liveness check, the janitor.
-//             It also runs the janitor and supervises this node's runs: the timeout requests stop, and every
-//             work_check_frequency a CheckTaskTicket stops a run whose ticket was cleared (cancelled,
-//             reclaimed).
-//   listener  turns kTasksChannel notifications (a trigger on any node) into an immediate poll.
-//   runs      one thread per active run: calls the function, then releases the row with the next run time
-//             computed from the settings stored in the database (cron: the next occurrence after the
-//             database's now; duration: fixed rate after the planned start; manual: NULL) and the serialized
-//             error.
+// - poller: one readiness query (PollTasks) for all of the plugin's waiting tasks, then a claim per ready
+//   task. It sleeps until the earliest of: the poll interval, the earliest next_run_start_at among the
+//   waiting tasks (translated from database time to this node's steady clock by its reading of the
+//   database's clock, DatabaseClock), an initial delay ending, a run's timeout or liveness check, the
+//   janitor. It also runs the janitor and supervises this node's runs: the timeout requests stop, and every
+//   work_check_frequency a CheckTaskTicket stops a run whose ticket was cleared (cancelled, reclaimed).
+// - listener: turns kTasksChannel notifications (a trigger on any node) into an immediate poll.
+// - runs: one thread per active run: calls the function, then releases the row with the next run time
+//   computed from the settings stored in the database (cron: the next occurrence after the database's now;
+//   duration: fixed rate after the planned start; manual: NULL) and the serialized error.
 // A failed database call is logged and retried after a second; the loops never crash. A task whose row is
 // gone or whose stored settings do not parse stops on this node, as Backstage's worker does.
 //

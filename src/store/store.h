@@ -44,8 +44,7 @@
 
 namespace octop::store {
 
-// ---- Time as the database computes it
-// ----------------------------------------------------------------------------
+// ---- Time as the database computes it ---------------------------------------------------------------------
 
 // SQL NULL.
 struct NullTime {};
@@ -66,8 +65,7 @@ struct FixedRateAfter {
 };
 using TimeSpec = std::variant<NullTime, DbNowPlus, AbsoluteTime, FixedRateAfter>;
 
-// ---- Rows
-// ---------------------------------------------------------------------------------------------------------
+// ---- Rows -------------------------------------------------------------------------------------------------
 
 // One row of backstage_backend_tasks__tasks, as stored.
 struct TaskRow {
@@ -81,8 +79,7 @@ struct TaskRow {
   std::optional<WallTime> last_run_ended_at;
 };
 
-// ---- Params and results, one pair per operation
-// ------------------------------------------------------------------
+// ---- Params and results, one pair per operation -----------------------------------------------------------
 
 // Register a global task (Backstage persistTask). Inserts {id, settings_json, next_run_start_at = start_at};
 // on an existing row replaces settings_json and moves next_run_start_at to next_start_at only if that is
@@ -189,8 +186,7 @@ struct DeleteTaskParams {
   std::string id;
 };
 
-// ---- Jobs (the Octop job queue: octop_jobs, octop_queues, octop_config; see docs/store.md "Jobs")
-// -----------------
+// ---- Jobs (the Octop job queue: octop_jobs, octop_queues, octop_config; see docs/store.md "Jobs") ---------
 //
 // Statuses, and who moves a job between them:
 //   pending --claim--> running --success--> success
@@ -469,8 +465,7 @@ class StoreTransaction {
 
 inline constexpr std::string_view kConfigChannel = "octop_config";  // SetConfig notifies with the key
 
-// ---- Notifications
-// ------------------------------------------------------------------------------------------------
+// ---- Notifications ----------------------------------------------------------------------------------------
 
 inline constexpr std::string_view kTasksChannel = "octop_tasks";
 inline constexpr std::string_view kJobsChannel = "octop_jobs";
@@ -491,8 +486,7 @@ class Listener {
   virtual Result<std::vector<Notification>> Wait(std::chrono::milliseconds timeout, std::stop_token stop) = 0;
 };
 
-// ---- Schema introspection (migrations, doctor, conformance tests)
-// ------------------------------------------------
+// ---- Schema introspection (migrations, doctor, conformance tests) -----------------------------------------
 
 // Every backend applies these migrations, in this order; SchemaVersion() counts the applied ones. The first
 // three are Backstage's knex migrations, recorded under these names in
@@ -527,8 +521,7 @@ struct IndexInfo {
   bool partial = false;  // has a WHERE clause
 };
 
-// ---- The interface
-// ------------------------------------------------------------------------------------------------
+// ---- The interface ----------------------------------------------------------------------------------------
 
 struct StoreOptions {
   // Which plugin's tables: a PostgreSQL schema or an SQLite file name. Default "default".

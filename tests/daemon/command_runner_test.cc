@@ -136,8 +136,7 @@ TEST(RunCommand, AlreadyStoppedNeverRunsToCompletion) {
   EXPECT_TRUE(r->stopped);
 }
 
-// ---- What a run leaves behind (docs/reliability.md, "No run outlives its node")
-// ------------------------------
+// ---- What a run leaves behind (docs/reliability.md, "No run outlives its node") ---------------------------
 
 bool GoneWithin(pid_t pid, std::chrono::milliseconds deadline) {
   const auto until = std::chrono::steady_clock::now() + deadline;

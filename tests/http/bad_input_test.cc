@@ -464,8 +464,7 @@ TEST_F(BadInputTest, BindingBeyondLoopbackWithoutATokenWarns) {
   EXPECT_EQ(ApiServerOptions{}.host, "127.0.0.1");
 }
 
-// ---- Hostile clients (docs/reliability.md, "Threat model")
-// -------------------------------------------------
+// ---- Hostile clients (docs/reliability.md, "Threat model") ------------------------------------------------
 
 std::string Nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 

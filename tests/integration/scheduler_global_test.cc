@@ -36,8 +36,7 @@ class GlobalTaskTest : public SchedulerTestBase {
   const WallTime t0_ = clock_.WallNow();
 };
 
-// ---- Backstage's TaskWorker cases
-// ---------------------------------------------------------------------------------------------
+// ---- Backstage's TaskWorker cases -------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, GoesThroughTheExpectedStates) {
   PluginScheduler& plugin = Node(&logs_);
@@ -413,8 +412,7 @@ TEST_P(GlobalTaskTest, CannotCancelATaskThatIsNotRunning) {
   EXPECT_EQ(plugin.CancelTask("task1"), ConflictError("Task task1 is not running"));
 }
 
-// ---- Run supervision: timeout, liveness
-// ---------------------------------------------------------------------------
+// ---- Run supervision: timeout, liveness -------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, TheTimeoutRequestsStop) {
   PluginScheduler& plugin = Node();
@@ -478,8 +476,7 @@ TEST_P(GlobalTaskTest, ALivenessCheckStopsARunWhoseTicketWasClearedElsewhere) {
   EXPECT_TRUE(logs_.Contains(LogLevel::kInfo, "ticket is no longer valid"));
 }
 
-// ---- Backstage's PluginTaskSchedulerImpl cases
-// --------------------------------------------------------------------------------
+// ---- Backstage's PluginTaskSchedulerImpl cases ------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, CanRunTheV1HappyPath) {
   PluginScheduler& plugin = Node();
@@ -638,8 +635,7 @@ TEST_P(GlobalTaskTest, AnIdCanBeRescheduledAsLocal) {
   ASSERT_EQ(plugin.GetScheduledTasks().size(), 1u);
 }
 
-// ---- Failures
-// ---------------------------------------------------------------------------------------------------
+// ---- Failures ---------------------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, AWorkerStopsWhenTheStoredSettingsCannotBeParsed) {
   PluginScheduler& plugin = Node(&logs_);
@@ -672,8 +668,7 @@ TEST_P(GlobalTaskTest, ADatabaseOutageIsLoggedAndSurvived) {
   ASSERT_TRUE(calls.WaitForCalls(2));
 }
 
-// ---- Wiring
-// ------------------------------------------------------------------------------------------------
+// ---- Wiring -----------------------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
   PluginScheduler& plugin = Node();
@@ -689,8 +684,7 @@ TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
   EXPECT_EQ(rows->front().settings_json, R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1M"})");
 }
 
-// ---- Janitor
-// --------------------------------------------------------------------------------------------------
+// ---- Janitor ----------------------------------------------------------------------------------------------
 
 TEST_P(GlobalTaskTest, TheJanitorFreesRunsWhoseTimeoutExpired) {
   PluginScheduler& plugin = Node(&logs_);
@@ -716,8 +710,7 @@ TEST_P(GlobalTaskTest, TheJanitorFreesRunsWhoseTimeoutExpired) {
   EXPECT_EQ(row->last_run_ended_at, t0_ + 61s);
 }
 
-// ---- Wall-clock steps (docs/reliability.md, "Clock steps")
-// ------------------------------------------------------------------
+// ---- Wall-clock steps (docs/reliability.md, "Clock steps") ------------------------------------------------
 
 TEST_P(GlobalTaskTest, AForwardWallClockStepDoesNotLetTheJanitorTakeARunningTask) {
   // The wall clock (and the database's now with it, as on a SQLite host) jumps two hours during a run with a

@@ -144,8 +144,7 @@ TEST_P(MultiNodeTest, CronFiresWithinMillisecondsOfItsTime) {
   EXPECT_LT(max, 500.0);
 }
 
-// ---- Separate processes
-// --------------------------------------------------------------------------------------------
+// ---- Separate processes -----------------------------------------------------------------------------------
 
 struct Line {
   char kind;

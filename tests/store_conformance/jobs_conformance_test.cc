@@ -91,8 +91,7 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, JobsTest, ::testing::ValuesIn(BackendsNamed("sq
 INSTANTIATE_TEST_SUITE_P(Postgres, JobsTest, ::testing::ValuesIn(BackendsNamed("postgres")), BackendName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(JobsTest);
 
-// ---- Enqueue
-// ------------------------------------------------------------------------------------------------------
+// ---- Enqueue ----------------------------------------------------------------------------------------------
 
 TEST_P(JobsTest, EnqueueStoresEveryColumn) {
   EnqueueJobParams job = Job("email.send", R"({"to": "a@example.com", "n": [1, 2]})");
@@ -191,8 +190,7 @@ TEST_P(JobsTest, EnqueueBatchReturnsIdsInInputOrder) {
   EXPECT_EQ(Count(JobStatus::kPending), 200);
 }
 
-// ---- Unique keys
-// --------------------------------------------------------------------------------------------------
+// ---- Unique keys ------------------------------------------------------------------------------------------
 
 TEST_P(JobsTest, UniqueKeyReturnsTheLiveJob) {
   EnqueueJobParams job = Job("k");
@@ -296,8 +294,7 @@ TEST_P(JobsTest, UniqueKeyUnderSixteenConcurrentEnqueuers) {
   EXPECT_EQ(Count(), kRounds);
 }
 
-// ---- Claims
-// -------------------------------------------------------------------------------------------------------
+// ---- Claims -----------------------------------------------------------------------------------------------
 
 TEST_P(JobsTest, ClaimMarksRunningWithAFreshToken) {
   const std::string id = Enqueue(Job("k"));
@@ -446,8 +443,7 @@ TEST_P(JobsTest, SkipLockedNeverHandsAJobToTwoClaimers) {
   EXPECT_EQ(summary->rows[0].count, kJobs);
 }
 
-// ---- Completion, fencing, retries
-// ---------------------------------------------------------------------------------
+// ---- Completion, fencing, retries -------------------------------------------------------------------------
 
 TEST_P(JobsTest, SuccessSetsCompletedAt) {
   const std::string id = Enqueue(Job("k"));
@@ -644,8 +640,7 @@ TEST_P(JobsTest, LastErrorIsTruncatedAtACharacterBoundary) {
   EXPECT_EQ(*row.last_error, error.substr(0, 1023));
 }
 
-// ---- Rescue
-// -------------------------------------------------------------------------------------------------------
+// ---- Rescue -----------------------------------------------------------------------------------------------
 
 TEST_P(JobsTest, RescueRetriesWithBackoffOrFreezes) {
   EnqueueJobParams retryable = Job("retryable");
@@ -756,8 +751,7 @@ TEST_P(JobsTest, RenewJobLeasesRebasesRunningAttemptsOnNow) {
   EXPECT_EQ(Get(b).status, JobStatus::kRunning);
 }
 
-// ---- Manual retry and cancel
-// --------------------------------------------------------------------------------------
+// ---- Manual retry and cancel ------------------------------------------------------------------------------
 
 TEST_P(JobsTest, RetryJobGivesAFrozenJobOneMoreAttempt) {
   EnqueueJobParams job = Job("k");
@@ -848,8 +842,7 @@ TEST_P(JobsTest, CancelJobErrors) {
   EXPECT_EQ(store_->GetJob("not a uuid").status().code(), StatusCode::kNotFound);
 }
 
-// ---- Queues
-// -------------------------------------------------------------------------------------------------------
+// ---- Queues -----------------------------------------------------------------------------------------------
 
 TEST_P(JobsTest, PauseStopsClaimsAndResumeRestoresThem) {
   EnqueueJobParams a = Job("k");
@@ -892,8 +885,7 @@ TEST_P(JobsTest, NextJobDueAtIsTheEarliestWaitingJob) {
   EXPECT_EQ(Show(*next), Show(t0() + minutes(2)));
 }
 
-// ---- Listing, summary, views
-// --------------------------------------------------------------------------------------
+// ---- Listing, summary, views ------------------------------------------------------------------------------
 
 TEST_P(JobsTest, ListJobsFiltersAndPagesNewestFirst) {
   std::vector<std::string> ids;
@@ -1061,8 +1053,7 @@ TEST_P(JobsTest, ListFailedJobsNewestFirst) {
   EXPECT_EQ(limited->front().id, ids[2]);
 }
 
-// ---- Config and retention
-// -----------------------------------------------------------------------------------------
+// ---- Config and retention ---------------------------------------------------------------------------------
 
 TEST_P(JobsTest, ConfigGetSetList) {
   auto missing = store_->GetConfig("queue.poll_interval");
@@ -1117,8 +1108,7 @@ TEST_P(JobsTest, DeleteFinishedJobsKeepsRecentAndUnfinished) {
   EXPECT_EQ(Count(JobStatus::kPending), 1);
 }
 
-// ---- Transactional enqueue and notifications
-// ----------------------------------------------------------------------
+// ---- Transactional enqueue and notifications --------------------------------------------------------------
 
 const char* CreateOrders(std::string_view backend) {
   (void)backend;

@@ -10,8 +10,7 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-// ---- UpsertTask
-// ---------------------------------------------------------------------------------------------------
+// ---- UpsertTask -------------------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, UpsertInsertsARowWithOnlyStartAndSettings) {
   OCTOP_ASSERT_OK(store_->UpsertTask({.id = "a",
@@ -204,8 +203,7 @@ TEST_P(StoreConformance, SwitchingFromTimedToManualKeepsTheStoredTime) {
   EXPECT_EQ(row.settings_json, kManualSettings);
 }
 
-// ---- PollTasks
-// ----------------------------------------------------------------------------------------------------
+// ---- PollTasks --------------------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, PollReportsReadyRunningAndLeavesOutMissingIds) {
   AddTask("due", DbNowPlus{});
@@ -255,8 +253,7 @@ TEST_P(StoreConformance, PollThousandsOfIdsInOneCall) {
   EXPECT_EQ(ready, kTasks / 2);
 }
 
-// ---- TryClaimTask and CheckTaskTicket
-// ------------------------------------------------------------------------------
+// ---- TryClaimTask and CheckTaskTicket ---------------------------------------------------------------------
 
 TEST_P(StoreConformance, ClaimSetsTicketStartAndExpiry) {
   AddTask("a", DbNowPlus{});
@@ -330,8 +327,7 @@ TEST_P(StoreConformance, CheckTicketIsTrueOnlyForTheCurrentOwner) {
   EXPECT_FALSE(*after);
 }
 
-// ---- TryReleaseTask
-// -----------------------------------------------------------------------------------------------
+// ---- TryReleaseTask ---------------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, ReleaseClearsTheRunAndRecordsTheResult) {
   AddTask("a", DbNowPlus{});
@@ -471,8 +467,7 @@ TEST_P(StoreConformance, FixedRateWithSubSecondPeriod) {
   EXPECT_EQ(Show(Row("a").next_run_start_at), Show(t0() + milliseconds(100)));
 }
 
-// ---- TriggerTask
-// --------------------------------------------------------------------------------------------------
+// ---- TriggerTask ------------------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, TriggerMakesATaskDueNow) {
   AddTask("a", DbNowPlus{hours(1)});
@@ -500,8 +495,7 @@ TEST_P(StoreConformance, TriggerOfARunningTaskIsConflict) {
   EXPECT_EQ(Row("a").current_run_ticket, "t");
 }
 
-// ---- CancelTask
-// ---------------------------------------------------------------------------------------------------
+// ---- CancelTask -------------------------------------------------------------------------------------------
 
 // Backstage's TaskWorker.test.ts, case 11.
 TEST_P(StoreConformance, CancelClearsTheRunAndKeepsTheNextRun) {
@@ -573,8 +567,7 @@ TEST_P(StoreConformance, CancelWithANextRunMovesItLikeARelease) {
   EXPECT_EQ(Show(Row("idle").next_run_start_at), Show(t0())) << "a failed cancel writes nothing";
 }
 
-// ---- SweepExpiredTaskRuns
-// -----------------------------------------------------------------------------------------
+// ---- SweepExpiredTaskRuns ---------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, JanitorSweepsOnlyExpiredRuns) {
   AddTask("short", DbNowPlus{});
@@ -652,8 +645,7 @@ TEST_P(StoreConformance, JanitorTakesTheEarlierOfNowAndExpiredBefore) {
   EXPECT_TRUE(swept->empty());
 }
 
-// ---- ListTasks, DeleteTask, DatabaseNow
-// ---------------------------------------------------------------------------
+// ---- ListTasks, DeleteTask, DatabaseNow -------------------------------------------------------------------
 
 TEST_P(StoreConformance, ListTasksReturnsAllRowsOrSomeById) {
   AddTask("b", DbNowPlus{});

@@ -2,16 +2,15 @@
 // (@backstage/backend-test-utils): nothing runs on a timer; tasks run only when the test triggers them or at
 // Startup(), synchronously in the calling thread.
 //
-//   ScheduleTask  records the task (no database, no threads).
-//   TriggerTask   NotFound "Task <id> not found" for an unknown id; a no-op (OK) while the task is already
-//   running;
-//                 otherwise runs fn in the calling thread with a fresh stop_token. Errors thrown by fn are
-//                 swallowed (they reach WaitForTask).
-//   CancelTask    requests stop on the running call; NotFound for an unknown id, Conflict when it is not
-//   running. Startup()     Backstage's startup hook: runs each qualifying task once, in registration order.
-//   Tasks with an
-//                 initial delay and manual tasks are skipped unless the options include them.
-//   Shutdown()    requests stop on every running call; afterwards triggers are refused.
+// - ScheduleTask records the task (no database, no threads).
+// - TriggerTask: NotFound "Task <id> not found" for an unknown id; a no-op (OK) while the task is already
+//   running; otherwise runs fn in the calling thread with a fresh stop_token. Errors thrown by fn are
+//   swallowed (they reach WaitForTask).
+// - CancelTask requests stop on the running call; NotFound for an unknown id, Conflict when it is not
+//   running.
+// - Startup(), Backstage's startup hook, runs each qualifying task once, in registration order. Tasks with an
+//   initial delay and manual tasks are skipped unless the options include them.
+// - Shutdown() requests stop on every running call; afterwards triggers are refused.
 //
 // Thread-safety: all methods may be called from any thread; a trigger blocks only its own caller.
 #ifndef OCTOP_TESTING_MOCK_SCHEDULER_H_

@@ -152,8 +152,7 @@ constexpr std::array<MigrationStep, 6> kMigrations = {{
 }};
 static_assert(kMigrations.size() == static_cast<std::size_t>(kLatestSchemaVersion));
 
-// ---- Jobs
-// -------------------------------------------------------------------------------------------------------
+// ---- Jobs -------------------------------------------------------------------------------------------------
 
 // An array literal ({"a",NULL,"b"}) for a text-typed array parameter: every element quoted and escaped, so
 // the server parses it into exactly these values whatever they contain (the value is still a bound

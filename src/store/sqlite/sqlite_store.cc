@@ -40,8 +40,7 @@ using sqlite::FormatTime;
 using sqlite::OffsetModifier;
 using sqlite::ParseTime;
 
-// ---- Errors
-// -------------------------------------------------------------------------------------------------------
+// ---- Errors -----------------------------------------------------------------------------------------------
 
 class SqliteFailure : public std::exception {
  public:
@@ -75,8 +74,7 @@ class SqliteFailure : public std::exception {
   }
 }
 
-// ---- Connections and statements
-// -----------------------------------------------------------------------------------
+// ---- Connections and statements ---------------------------------------------------------------------------
 
 // One sqlite3 connection and its prepared statements. Used by one thread at a time (the pool guarantees it).
 class Connection {
@@ -327,8 +325,7 @@ class ConnectionPool {
   int open_ = 0;                                   // guarded by mu_
 };
 
-// ---- Notifications: an in-process broker per database file
-// --------------------------------------------------------
+// ---- Notifications: an in-process broker per database file ------------------------------------------------
 
 struct Subscription {
   std::vector<std::string> channels;
@@ -403,8 +400,7 @@ class SqliteListener final : public Listener {
   std::shared_ptr<Subscription> sub_;
 };
 
-// ---- Migrations
-// ---------------------------------------------------------------------------------------------------
+// ---- Migrations -------------------------------------------------------------------------------------------
 
 struct Migration {
   std::string_view script;
@@ -453,8 +449,7 @@ std::array<bool, kMigrations.size()> ReadApplied(Connection& conn) {
   return applied;
 }
 
-// ---- Helpers for task operations
-// ----------------------------------------------------------------------------------
+// ---- Helpers for task operations --------------------------------------------------------------------------
 
 // A JSON array of ids for `IN (SELECT value FROM json_each(:ids))`. Ids that are not valid UTF-8 cannot be
 // stored (writes validate them), so they are left out rather than mangled into something that might match
@@ -486,8 +481,7 @@ TaskRow ReadTaskRow(const Stmt& row) {
 
 Status NoSuchTask(const std::string& id) { return NotFoundError("Task " + id + " does not exist"); }
 
-// ---- Helpers for job operations
-// -----------------------------------------------------------------------------------
+// ---- Helpers for job operations ---------------------------------------------------------------------------
 
 // The 17 columns every job statement returns, in jobs.sql's order.
 JobRow ReadJobRow(const Stmt& row) {
@@ -683,8 +677,7 @@ std::int64_t OutcomeCode(JobOutcome outcome) {
   return -1;
 }
 
-// ---- The store
-// ----------------------------------------------------------------------------------------------------
+// ---- The store --------------------------------------------------------------------------------------------
 
 class SqliteStore final : public Store {
  public:
