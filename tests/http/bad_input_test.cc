@@ -31,6 +31,7 @@
 #include <octop/queue.h>
 #include <octop/scheduler.h>
 
+#include "../support/eventually.h"
 #include "http/api_server.h"
 #include "http/job_routes.h"
 #include "store/store.h"
@@ -38,20 +39,10 @@
 namespace octop::http {
 namespace {
 
+using octop::test_support::Eventually;
 using Json = nlohmann::json;
 
 // Re-checks `condition` until it holds or `timeout` (real time) passes.
-bool Eventually(const std::function<bool()>& condition,
-                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(20));  // a re-check cadence, not a wait for an event
-  }
-  return true;
-}
-
 struct RawResponse {
   int status = 0;
   std::string headers;

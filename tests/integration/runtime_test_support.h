@@ -21,19 +21,17 @@
 
 #include <octop/scheduler.h>
 
+#include "../support/eventually.h"
+
 namespace octop::runtime_testing {
 
 inline constexpr std::chrono::milliseconds kWaitTimeout{10000};
 
-// Re-checks `condition` until it holds or `timeout` passes; returns whether it held.
+// test_support::Eventually with the runtime tests' deadline, re-checking every millisecond (in-process
+// conditions are cheap to read).
 inline bool Eventually(const std::function<bool()>& condition,
                        std::chrono::milliseconds timeout = kWaitTimeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // re-check cadence, not a wait for an event
-  }
-  return true;
+  return test_support::Eventually(condition, timeout, std::chrono::milliseconds(1));
 }
 
 class LogCapture {

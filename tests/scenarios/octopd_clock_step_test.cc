@@ -14,26 +14,19 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "../support/eventually.h"
 #include "child_process.h"
 
 namespace {
 
 using octop::scenario::Child;
+using octop::test_support::Eventually;
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
-
-bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 30s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);  // re-check cadence of a file or HTTP poll, not a wait for an event
-  }
-  return true;
-}
 
 std::vector<std::string> Lines(const fs::path& file) {
   std::ifstream in(file);

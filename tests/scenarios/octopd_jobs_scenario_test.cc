@@ -19,24 +19,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../support/eventually.h"
 #include "child_process.h"
 
 namespace {
 
 using octop::scenario::Child;
+using octop::test_support::Eventually;
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 30s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);  // re-check cadence of an HTTP poll, not a wait for an event
-  }
-  return true;
-}
 
 class OctopdJobsScenario : public ::testing::Test {
  protected:
