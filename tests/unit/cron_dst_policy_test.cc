@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,23 +13,14 @@
 
 #include <octop/cron.h>
 
+#include "iso_time.h"
+
 namespace octop {
 namespace {
 
 using std::chrono::hours;
-using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
-
-WallTime At(const std::string& iso) {
-  std::istringstream in(iso);
-  date::sys_time<milliseconds> t;
-  in >> date::parse("%FT%TZ", t);
-  EXPECT_FALSE(in.fail()) << iso;
-  return WallTime(t.time_since_epoch());
-}
-
-std::string Iso(WallTime t) { return date::format("%FT%TZ", std::chrono::time_point_cast<seconds>(t)); }
 
 DstPolicy Policy(const char* text) {
   Result<DstPolicy> policy = DstPolicy::Parse(text);
@@ -51,7 +41,7 @@ std::vector<std::string> Fires(const char* expression, const char* zone, const c
       out.push_back(next.status().ToString());
       break;
     }
-    out.push_back(Iso(*next));
+    out.push_back(IsoSeconds(*next));
     t = *next;
   }
   return out;
@@ -117,7 +107,7 @@ TEST(DstPolicy, TheDefaultIsThePackagesWalk) {
   EXPECT_EQ(cron->Next(t, "America/New_York").value(),
             cron->Next(t, "America/New_York", DstPolicy{}).value());
   // The package's walk leaves 01:00 EST out of an hourly schedule, as "once" does.
-  EXPECT_EQ(Iso(cron->Next(t, "America/New_York").value()), "2026-11-01T07:00:00Z");
+  EXPECT_EQ(IsoSeconds(cron->Next(t, "America/New_York").value()), "2026-11-01T07:00:00Z");
   // Nothing within the horizon is NotFound under every policy.
   auto never = CronExpression::Parse("0 0 30 2 *");
   ASSERT_TRUE(never.ok());
@@ -220,10 +210,10 @@ TEST(DstPolicyEveryZone, AgreesWithAQuarterHourWalkAroundEveryZonesRecentTransit
             const std::optional<date::sys_seconds> want = oracle.Next(after, got);
             ASSERT_TRUE(want.has_value())
                 << zone.name() << " '" << e.text << "' " << policy_text << " after "
-                << Iso(WallTime(after.time_since_epoch())) << ": nothing up to " << Iso(*next);
-            ASSERT_EQ(Iso(*next), Iso(WallTime(want->time_since_epoch())))
+                << IsoSeconds(WallTime(after.time_since_epoch())) << ": nothing up to " << IsoSeconds(*next);
+            ASSERT_EQ(IsoSeconds(*next), IsoSeconds(WallTime(want->time_since_epoch())))
                 << zone.name() << " '" << e.text << "' " << policy_text << " after "
-                << Iso(WallTime(after.time_since_epoch()));
+                << IsoSeconds(WallTime(after.time_since_epoch()));
             ++checks;
           }
         }

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,20 +14,12 @@
 
 #include <octop/cron.h>
 
+#include "iso_time.h"
+
 namespace octop {
 namespace {
 
 using std::chrono::milliseconds;
-
-WallTime At(const std::string& iso) {
-  std::istringstream in(iso);
-  date::sys_time<milliseconds> t;
-  in >> date::parse("%FT%TZ", t);
-  EXPECT_FALSE(in.fail()) << iso;
-  return WallTime(t.time_since_epoch());
-}
-
-std::string Iso(WallTime t) { return date::format("%FT%TZ", std::chrono::time_point_cast<milliseconds>(t)); }
 
 struct NextCase {
   const char* expression;
