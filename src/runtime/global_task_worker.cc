@@ -238,8 +238,9 @@ void GlobalTaskWorker::PollLoop(std::stop_token stop) {
       if (context_.clock->SteadyNow() >= poll_at) {
         claimed_ = false;
         poll_at = PollAndClaim(waiting, poll_interval);
-        // A new run's timeout and liveness check are not in wake_at yet: go round once more before sleeping.
-        if (claimed_) continue;
+        // A new run's timeout and liveness check are not in wake_at yet, and a step the poll read is handled
+        // at the top: go round once more before sleeping.
+        if (claimed_ || step_.has_value()) continue;
       }
       wake_at = std::min(wake_at, poll_at);
     }
