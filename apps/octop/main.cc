@@ -424,7 +424,7 @@ std::string ZonedTime(octop::WallTime instant, const std::string& tz) {
 }
 
 // The ids of the config's cron tasks in plugin `plugin` that name a timeZone or a wall-clock dstPolicy.
-std::vector<std::string> ZonedCronTasks(const Globals& g, const std::string& plugin) {
+std::vector<std::string> CronTasksABackstageNodeMisreads(const Globals& g, const std::string& plugin) {
   std::vector<std::string> out;
   if (g.config_path.empty()) return out;
   auto config = octop::daemon::LoadDaemonConfig(g.config_path);
@@ -538,7 +538,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     }
     // A Backstage node on this plugin's table computes cron runs in its own zone and by the package's walk,
     // whatever timeZone and dstPolicy say.
-    const std::vector<std::string> zoned = ZonedCronTasks(g, ns);
+    const std::vector<std::string> zoned = CronTasksABackstageNodeMisreads(g, ns);
     auto sessions = (*s)->CountBackstageSessions();
     if (sessions.ok() && *sessions > 0) {
       add("backstage " + ns, zoned.empty(),

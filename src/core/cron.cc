@@ -686,6 +686,16 @@ class Luxon {
 
 int64_t WeekDay(const Civil& c) { return FloorMod(DaysFromCivil(c.year, c.month, c.day) + 4, 7); }
 
+// Whether day-of-month and day-of-week accept `c`'s day, as the package's search tests them: OR-ed when both
+// are restricted, else the restricted one.
+bool DayFieldsMatch(const Fields& f, const Civil& c) {
+  const bool dom = f.Has(kDayOfMonth, c.day);
+  const bool dow = f.Has(kDayOfWeek, WeekDay(c));
+  const bool dom_full = f.Full(kDayOfMonth);
+  const bool dow_full = f.Full(kDayOfWeek);
+  return !((!dom && !dom_full && !(dow && !dow_full)) || (!dow && !dow_full && !(dom && !dom_full)));
+}
+
 // CronTime.getNextDateFrom, line by line.
 class Search {
  public:
@@ -722,10 +732,7 @@ class Search {
         if (StepToDay(date)) break;
         continue;
       }
-      const bool dom = f_.Has(kDayOfMonth, date.c.day);
-      const bool dow = f_.Has(kDayOfWeek, WeekDay(date.c));
-      if ((!dom && !f_.Full(kDayOfMonth) && !(dow && !f_.Full(kDayOfWeek))) ||
-          (!dow && !f_.Full(kDayOfWeek) && !(dom && !f_.Full(kDayOfMonth)))) {
+      if (!DayFieldsMatch(f_, date.c)) {
         date = lx_.PlusCalendar(date, 0, 0, 1);
         date = SetTime(date, std::nullopt, 0, 0, 0, std::nullopt);
         if (StepToDay(date)) break;
@@ -942,15 +949,7 @@ class WallClockSearch {
     return instants;
   }
 
-  bool DayMatches(const Civil& c) const {
-    if (!f_.Has(kMonth, c.month)) return false;
-    const bool dom = f_.Has(kDayOfMonth, c.day);
-    const bool dow = f_.Has(kDayOfWeek, WeekDay(c));
-    const bool dom_full = f_.Full(kDayOfMonth);
-    const bool dow_full = f_.Full(kDayOfWeek);
-    // As the package's search: OR when both are restricted, else the restricted one.
-    return !((!dom && !dom_full && !(dow && !dow_full)) || (!dow && !dow_full && !(dom && !dom_full)));
-  }
+  bool DayMatches(const Civil& c) const { return f_.Has(kMonth, c.month) && DayFieldsMatch(f_, c); }
 
   // The first local time (seconds) at or after `local` that matches, up to the end of day `last_day`.
   std::optional<int64_t> NextLocalMatch(int64_t local, int64_t last_day) const {

@@ -32,6 +32,12 @@ std::optional<std::chrono::nanoseconds> DatabaseClock::Record(ClockReading befor
   return step;
 }
 
+Result<std::optional<std::chrono::nanoseconds>> DatabaseClock::Read(store::Store& store) {
+  const ClockReading before = clock_.Now();
+  OCTOP_ASSIGN_OR_RETURN(WallTime db_now, store.DatabaseNow());
+  return Record(before, db_now);
+}
+
 WallTime DatabaseClock::Now() const {
   const ClockReading now = clock_.Now();
   std::lock_guard lock(mu_);

@@ -18,6 +18,9 @@
 #include <string>
 
 #include <octop/clock.h>
+#include <octop/status.h>
+
+#include "store/store.h"
 
 namespace octop::runtime {
 
@@ -33,6 +36,8 @@ class DatabaseClock {
   // the database clock's step since the previous anchor when it reaches kStepThreshold either way. A query
   // whose round trip exceeds the threshold measures nothing (it returns nullopt and keeps the anchor).
   std::optional<std::chrono::nanoseconds> Record(ClockReading before, WallTime db_now);
+  // A reading through `store`'s DatabaseNow(), recorded as above; its Status when the query fails.
+  Result<std::optional<std::chrono::nanoseconds>> Read(store::Store& store);
 
   // The database's now, by this node's estimate (the node's wall clock until the first measurement).
   WallTime Now() const;

@@ -478,14 +478,13 @@ std::optional<std::chrono::microseconds> GlobalTaskWorker::CapNextRun(const stor
 }
 
 std::optional<std::chrono::nanoseconds> GlobalTaskWorker::ReadDatabaseClock() {
-  const ClockReading before = context_.clock->Now();
-  last_reading_ = before.steady;
-  Result<WallTime> db_now = store_.DatabaseNow();
-  if (!db_now.ok()) {
-    context_.Log(LogLevel::kWarn, "Failed to read the database's clock, " + db_now.status().ToString());
+  last_reading_ = context_.clock->SteadyNow();
+  Result<std::optional<std::chrono::nanoseconds>> step = db_clock_.Read(store_);
+  if (!step.ok()) {
+    context_.Log(LogLevel::kWarn, "Failed to read the database's clock, " + step.status().ToString());
     return std::nullopt;
   }
-  return db_clock_.Record(before, *db_now);
+  return *step;
 }
 
 void GlobalTaskWorker::Sweep() {

@@ -221,13 +221,12 @@ class JobQueue::Impl {
 
   // Reads the database's clock; returns its step since the last reading, if it stepped.
   std::optional<std::chrono::nanoseconds> MeasureDatabaseClock() {
-    const ClockReading before = context.clock->Now();
-    Result<WallTime> db_now = store->DatabaseNow();
-    if (!db_now.ok()) {
-      context.Log(LogLevel::kWarn, "Failed to read the database's clock, " + db_now.status().ToString());
+    Result<std::optional<std::chrono::nanoseconds>> step = context.db_clock->Read(*store);
+    if (!step.ok()) {
+      context.Log(LogLevel::kWarn, "Failed to read the database's clock, " + step.status().ToString());
       return std::nullopt;
     }
-    return context.db_clock->Record(before, *db_now);
+    return *step;
   }
 
   // After a step of the database's clock the leases in the database say nothing true about this node's jobs:

@@ -119,8 +119,8 @@ SELECT ord FROM updated;
 
 -- name: RescueExpiredJobs
 -- $2 backoff base, $3 backoff cap, $4 the error, $5 the tokens spared, $6 expired before (NULL: now; LEAST skips
--- a NULL). SKIP LOCKED: a row a completer is updating right now is left to
--- it (it is finishing, not lost), and the rescuer never waits for -- or deadlocks with -- a worker.
+-- a NULL). SKIP LOCKED: a row a completer is updating right now is left to it (it is finishing, not lost), and
+-- the rescuer never waits for -- or deadlocks with -- a worker.
 WITH expired AS (
   SELECT id FROM {ns}.octop_jobs
   WHERE status = 'running' AND expires_at < LEAST(COALESCE($1::timestamptz, now()), $6::timestamptz)
