@@ -26,4 +26,6 @@ Result<std::vector<PgAdminSession::Row>> PgAdminSession::Query(
   return rows;
 }
 
+Status PgAdminSession::RunScript(const std::string& sql) { return conn_->Exec(sql); }
+
 }  // namespace octop::store::postgres

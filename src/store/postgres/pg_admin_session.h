@@ -27,6 +27,8 @@ class PgAdminSession {
   // One statement, parameters bound ($1, $2, ... in text form).
   Result<std::vector<Row>> Query(const std::string& sql,
                                  const std::vector<std::optional<std::string>>& params = {});
+  // Many statements, no parameters, no rows back (the simple query protocol: a dump's text).
+  Status RunScript(const std::string& sql);
 
  private:
   explicit PgAdminSession(std::unique_ptr<PgConnection> conn);
