@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -89,6 +90,15 @@ class Connection {
 
   sqlite3* db() const { return db_; }
 
+  // Lock waits retry every millisecond until `timeout` has passed since the first try. SQLite's own busy
+  // timeout backs off to a retry every 100 ms, so the connection that has waited longest polls least often
+  // and loses the lock to newer ones: under load it starved past the whole timeout while other processes
+  // took turns (docs/store.md, "Connections, time and notifications").
+  void WaitForLocksUpTo(std::chrono::milliseconds timeout) {
+    busy_timeout_ = timeout;
+    sqlite3_busy_handler(db_, &Connection::OnBusy, this);
+  }
+
   // The statements are the embedded constants, so their address identifies them.
   sqlite3_stmt* Prepare(std::string_view text) {
     if (auto it = cache_.find(text.data()); it != cache_.end()) return it->second;
@@ -113,8 +123,19 @@ class Connection {
   }
 
  private:
+  static int OnBusy(void* self, int tries) {
+    auto* conn = static_cast<Connection*>(self);
+    const auto now = std::chrono::steady_clock::now();
+    if (tries == 0) conn->busy_since_ = now;
+    if (now - conn->busy_since_ >= conn->busy_timeout_) return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 1;
+  }
+
   sqlite3* db_;
   std::unordered_map<const char*, sqlite3_stmt*> cache_;
+  std::chrono::milliseconds busy_timeout_{0};
+  std::chrono::steady_clock::time_point busy_since_;  // the first try of the current wait
 };
 
 // One use of a cached statement: bind by name, step, read columns; reset and unbound when it goes out of
@@ -292,7 +313,7 @@ class ConnectionPool {
     }
     auto conn = std::make_unique<Connection>(db);
     sqlite3_extended_result_codes(db, 1);
-    sqlite3_busy_timeout(db, static_cast<int>(busy_timeout_.count()));
+    conn->WaitForLocksUpTo(busy_timeout_);
     if (!in_memory_) EnableWal(*conn);
     conn->Exec(sql::kConfigureConnection);
     return conn;
