@@ -37,7 +37,8 @@
 #include <vector>
 
 #include <octop/clock.h>
-#include <octop/scheduler.h>
+#include <octop/job.h>
+#include <octop/logger.h>
 #include <octop/status.h>
 
 namespace prometheus {
@@ -50,78 +51,6 @@ namespace store {
 class Store;
 class StoreTransaction;
 }  // namespace store
-
-// ---- Jobs -------------------------------------------------------------------------------------------------
-
-enum class JobStatus { kPending, kRunning, kSuccess, kFailed, kFrozen };
-std::string_view JobStatusName(JobStatus status);  // "pending" | "running" | "success" | "failed" | "frozen"
-std::optional<JobStatus> ParseJobStatus(std::string_view name);
-
-// What Enqueue takes.
-struct JobSpec {
-  std::string kind;                      // required, 1..255 bytes
-  std::string payload = "{}";            // JSON text (any JSON value); must parse
-  std::string queue = "default";         // 1..255 bytes
-  int priority = 0;                      // lower runs first among due jobs of a queue
-  std::optional<WallTime> scheduled_at;  // not before this instant; absent = now (the database's clock)
-  std::optional<int> max_retries;        // retries after the first attempt, >= 0; absent = 3
-  // At most one live (pending/running/failed) job per key, 1..255 bytes.
-  std::optional<std::string> unique_key;
-};
-
-struct EnqueueResult {
-  std::string id;         // a UUID
-  bool existing = false;  // true: a live job had the same unique_key; `id` is that job's, nothing was added
-  friend bool operator==(const EnqueueResult&, const EnqueueResult&) = default;
-};
-
-// One job as stored (what GET /jobs/<id> shows).
-struct JobInfo {
-  std::string id;
-  std::string queue;
-  std::string kind;
-  std::string payload;  // JSON text
-  int priority = 0;
-  WallTime scheduled_at;
-  JobStatus status = JobStatus::kPending;
-  int attempt = 0;  // attempts started so far (claims)
-  int max_retries = 0;
-  std::optional<std::string> last_error;
-  WallTime created_at;
-  std::optional<WallTime> started_at;
-  std::optional<WallTime> completed_at;
-  std::optional<WallTime> expires_at;
-  std::optional<std::string> unique_key;
-  // Set by ListJobs when the payload was left out for the filter's payload_budget: its size in bytes.
-  std::optional<std::int64_t> omitted_payload_bytes;
-};
-
-struct JobFilter {
-  std::optional<JobStatus> status;
-  std::optional<std::string> queue;
-  std::optional<std::string> kind;
-  int limit = 50;  // 1..1000; newest first
-  int offset = 0;
-  // Bytes of payload the list may carry, newest first; later payloads are left out. nullopt: all of them.
-  std::optional<std::int64_t> payload_budget;
-};
-
-// One line of the summary (the octop_jobs_summary view): jobs of one queue in one status.
-struct JobStatusCount {
-  std::string queue;
-  JobStatus status = JobStatus::kPending;
-  std::int64_t count = 0;
-  std::optional<WallTime> oldest_scheduled_at;
-  // pending/failed: mean waiting time so far of the due ones; running/success/frozen: mean start delay
-  // (started_at - scheduled_at) of those started in the last hour. Absent when none qualifies.
-  std::optional<double> average_delay_seconds;
-};
-
-struct JobSummary {
-  std::vector<JobStatusCount> counts;
-  std::vector<JobInfo> latest_failed;  // failed and frozen jobs, newest first (at most 10)
-  std::vector<std::string> paused_queues;
-};
 
 // ---- Handlers ---------------------------------------------------------------------------------------------
 
@@ -207,7 +136,7 @@ struct JobQueueOptions {
   // Time source for every wait and timestamp (and the database's "now" in tests). Must outlive the queue.
   Clock* clock = &Clock::Real();
   // Log sink; default spdlog's default logger.
-  SchedulerLogger logger;
+  Logger logger;
   // Where the octop_jobs_* metrics are registered; default a registry of the queue's own.
   std::shared_ptr<prometheus::Registry> metrics_registry;
   // Stored with each claim (worker_id column) for diagnostics. Default "<hostname>-<pid>".

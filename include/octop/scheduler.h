@@ -43,6 +43,7 @@
 #include <octop/clock.h>
 #include <octop/cron.h>
 #include <octop/duration.h>
+#include <octop/logger.h>
 #include <octop/plugin_division.h>
 #include <octop/status.h>
 #include <octop/task_settings.h>
@@ -208,12 +209,6 @@ class TaskRunner {
 
 // ---- The scheduler ----------------------------------------------------------------------------------------
 
-enum class LogLevel { kDebug, kInfo, kWarn, kError };
-std::string_view LogLevelName(LogLevel level);
-
-// Receives every log line of the scheduler (plugin id, task id and message already formatted into `message`).
-using SchedulerLogger = std::function<void(LogLevel level, std::string_view message)>;
-
 // Opens the store of one plugin (namespace = plugin id). The default opens OpenStore(database_url,
 // {ns = plugin_id, plugin_division, clock = clock}); tests substitute fresh namespaces.
 using StoreFactory =
@@ -239,7 +234,7 @@ struct SchedulerOptions {
   // opens). Default 1 minute. Zero disables the janitor.
   std::chrono::milliseconds janitor_interval{60000};
   // Log sink; default: spdlog's default logger.
-  SchedulerLogger logger;
+  Logger logger;
   // Where run metrics are registered; default: a registry of the scheduler's own (see metrics_registry()).
   std::shared_ptr<prometheus::Registry> metrics_registry;
   // Default: OpenStore(database_url, ...), see StoreFactory.

@@ -217,7 +217,8 @@ Result<JobSpec> JobSpecFromJson(std::string_view text) {
   OCTOP_ASSIGN_OR_RETURN(auto priority, IntField(body, "priority", std::numeric_limits<int>::min() / 2,
                                                  std::numeric_limits<int>::max() / 2));
   if (priority) spec.priority = *priority;
-  OCTOP_ASSIGN_OR_RETURN(spec.max_retries, IntField(body, "maxRetries", 0, 1000));
+  OCTOP_ASSIGN_OR_RETURN(auto max_retries, IntField(body, "maxRetries", 0, 1000));
+  if (max_retries) spec.max_retries = *max_retries;
   if (auto it = body.find("scheduledAt"); it != body.end() && !it->is_null()) {
     std::optional<WallTime> at = it->is_string() ? ParseIsoInstant(it->get<std::string>()) : std::nullopt;
     if (!at) {
@@ -289,7 +290,8 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue) {
       line["status"] = std::string(JobStatusName(c.status));
       line["count"] = c.count;
       line["oldestScheduledAt"] = c.oldest_scheduled_at ? Json(FormatUtcIso(*c.oldest_scheduled_at)) : Json();
-      line["averageDelaySeconds"] = c.average_delay_seconds ? Json(*c.average_delay_seconds) : Json();
+      line["averageDelaySeconds"] =
+          c.average_delay ? Json(std::chrono::duration<double>(*c.average_delay).count()) : Json();
       counts.push_back(std::move(line));
     }
     Json failed = Json::array();
@@ -300,15 +302,15 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue) {
   });
   // The dashboard's sparkline: finished jobs per bucket over a recent window (Store::ComputeJobStats).
   server.AddRoute("GET", "/api/octop/v1/jobs/stats", [q](const ApiRequest& req) -> Result<ApiResponse> {
-    store::JobStatsParams params;
+    JobStatsFilter params;
     OCTOP_ASSIGN_OR_RETURN(params.window, DurationQuery(req, "window", params.window));
     OCTOP_ASSIGN_OR_RETURN(params.bucket, DurationQuery(req, "bucket", params.bucket));
     params.queue = NameQuery(req, "queue");
     params.kind = NameQuery(req, "kind");
-    OCTOP_ASSIGN_OR_RETURN(store::JobStats stats, q->store().ComputeJobStats(params));
+    OCTOP_ASSIGN_OR_RETURN(JobStats stats, q->store().ComputeJobStats(params));
     Json buckets = Json::array();
     long succeeded = 0, frozen = 0;
-    for (const store::JobStatsBucket& b : stats.buckets) {
+    for (const JobStatsBucket& b : stats.buckets) {
       succeeded += b.succeeded;
       frozen += b.frozen;
       buckets.push_back(Json{{"t", FormatUtcIso(b.start)},

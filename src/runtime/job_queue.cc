@@ -27,77 +27,7 @@ namespace {
 constexpr std::chrono::milliseconds kListenWait{500};
 constexpr int kMaxRetentionRounds = 100;
 constexpr int kMaxConcurrency = 1024;
-constexpr int kDefaultMaxRetries = 3;
 constexpr int kLatestFailedShown = 10;
-
-store::JobStatus ToStore(JobStatus s) {
-  switch (s) {
-    case JobStatus::kPending:
-      return store::JobStatus::kPending;
-    case JobStatus::kRunning:
-      return store::JobStatus::kRunning;
-    case JobStatus::kSuccess:
-      return store::JobStatus::kSuccess;
-    case JobStatus::kFailed:
-      return store::JobStatus::kFailed;
-    case JobStatus::kFrozen:
-      return store::JobStatus::kFrozen;
-  }
-  return store::JobStatus::kPending;
-}
-
-JobStatus FromStore(store::JobStatus s) {
-  switch (s) {
-    case store::JobStatus::kPending:
-      return JobStatus::kPending;
-    case store::JobStatus::kRunning:
-      return JobStatus::kRunning;
-    case store::JobStatus::kSuccess:
-      return JobStatus::kSuccess;
-    case store::JobStatus::kFailed:
-      return JobStatus::kFailed;
-    case store::JobStatus::kFrozen:
-      return JobStatus::kFrozen;
-  }
-  return JobStatus::kPending;
-}
-
-JobInfo ToInfo(store::JobRow row) {
-  JobInfo info;
-  info.id = std::move(row.id);
-  info.queue = std::move(row.queue);
-  info.kind = std::move(row.kind);
-  info.payload = std::move(row.payload_json);
-  info.priority = row.priority;
-  info.scheduled_at = row.scheduled_at;
-  info.status = FromStore(row.status);
-  info.attempt = row.attempt;
-  info.max_retries = row.max_retries;
-  info.last_error = std::move(row.last_error);
-  info.created_at = row.created_at;
-  info.started_at = row.started_at;
-  info.completed_at = row.completed_at;
-  info.expires_at = row.expires_at;
-  info.unique_key = std::move(row.unique_key);
-  info.omitted_payload_bytes = row.omitted_payload_bytes;
-  return info;
-}
-
-store::EnqueueJobParams ToParams(const JobSpec& spec) {
-  store::EnqueueJobParams p;
-  p.queue = spec.queue;
-  p.kind = spec.kind;
-  p.payload_json = spec.payload;
-  if (spec.scheduled_at.has_value()) {
-    p.scheduled_at = store::AbsoluteTime{*spec.scheduled_at};
-  } else {
-    p.scheduled_at = store::DbNowPlus{};
-  }
-  p.priority = spec.priority;
-  p.max_retries = spec.max_retries.value_or(kDefaultMaxRetries);
-  p.unique_key = spec.unique_key;
-  return p;
-}
 
 std::string DefaultWorkerId() {
   char host[256] = {};
@@ -117,14 +47,6 @@ std::optional<std::int64_t> ConfigMillis(const std::string& json_text) {
 }
 
 }  // namespace
-
-std::string_view JobStatusName(JobStatus status) { return store::JobStatusName(ToStore(status)); }
-
-std::optional<JobStatus> ParseJobStatus(std::string_view name) {
-  auto s = store::ParseJobStatus(name);
-  if (!s) return std::nullopt;
-  return FromStore(*s);
-}
 
 std::chrono::milliseconds RetryPolicy::Delay(int attempt, double unit_random) const {
   const int exponent = std::clamp(attempt - 1, 0, 62);
@@ -194,9 +116,9 @@ class JobQueue::Impl {
                     "Job queue setting " + std::string(key) + " is now " + std::to_string(ms) + " ms");
       }
     }
-    if (Result<std::vector<store::QueueInfo>> queues = store->ListQueues(); queues.ok()) {
+    if (Result<std::vector<QueueInfo>> queues = store->ListQueues(); queues.ok()) {
       std::set<std::string, std::less<>> now_paused;
-      for (const store::QueueInfo& q : *queues) {
+      for (const QueueInfo& q : *queues) {
         if (q.paused) now_paused.insert(q.name);
       }
       std::lock_guard lock(mu);
@@ -277,7 +199,7 @@ class JobQueue::Impl {
     for (const store::RescuedJob& job : *rescued) {
       context.Log(LogLevel::kWarn, "Job " + job.id + " timed out and was lost by its worker (attempt " +
                                        std::to_string(job.attempt) + "); it is now " +
-                                       std::string(store::JobStatusName(job.status)));
+                                       std::string(JobStatusName(job.status)));
     }
     WakeAll();
   }
@@ -383,7 +305,7 @@ JobQueue::~JobQueue() { Shutdown(); }
 
 Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   if (options.clock == nullptr) options.clock = &Clock::Real();
-  if (!options.logger) options.logger = runtime::DefaultSchedulerLogger();
+  if (!options.logger) options.logger = runtime::DefaultLogger();
   if (options.worker_id.empty()) options.worker_id = DefaultWorkerId();
   if (options.wake_claim_interval.count() < 0 ||
       options.wake_claim_interval > std::chrono::milliseconds(100)) {
@@ -438,30 +360,24 @@ Result<EnqueueResult> JobQueue::Enqueue(const JobSpec& spec) {
 
 Result<std::vector<EnqueueResult>> JobQueue::EnqueueMany(const std::vector<JobSpec>& specs) {
   if (specs.empty()) return std::vector<EnqueueResult>{};
-  std::vector<store::EnqueueJobParams> params;
-  params.reserve(specs.size());
-  for (const JobSpec& spec : specs) params.push_back(ToParams(spec));
-  OCTOP_ASSIGN_OR_RETURN(std::vector<store::EnqueuedJob> enqueued, impl_->store->EnqueueJobs(params));
-  std::vector<EnqueueResult> out;
-  out.reserve(enqueued.size());
+  OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> enqueued, impl_->store->EnqueueJobs(specs));
   std::set<std::string_view> queues;
-  for (std::size_t i = 0; i < enqueued.size(); ++i) {
-    if (!enqueued[i].existing && i < specs.size()) {
+  for (std::size_t i = 0; i < enqueued.size() && i < specs.size(); ++i) {
+    if (!enqueued[i].existing) {
       impl_->metrics->Enqueued(specs[i].queue, specs[i].kind);
       queues.insert(specs[i].queue);
     }
-    out.push_back({std::move(enqueued[i].id), enqueued[i].existing});
   }
   // The notification reaches other nodes; this node's own producers need not wait for its round trip.
   for (std::string_view q : queues) impl_->Wake(q);
-  return out;
+  return enqueued;
 }
 
 Result<EnqueueResult> JobQueue::EnqueueTx(store::StoreTransaction& tx, const JobSpec& spec) {
-  OCTOP_ASSIGN_OR_RETURN(std::vector<store::EnqueuedJob> enqueued, tx.EnqueueJobs({ToParams(spec)}));
+  OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> enqueued, tx.EnqueueJobs({spec}));
   if (enqueued.empty()) return InternalError("EnqueueJobs returned no result");
   if (!enqueued.front().existing) impl_->metrics->Enqueued(spec.queue, spec.kind);
-  return EnqueueResult{std::move(enqueued.front().id), enqueued.front().existing};
+  return std::move(enqueued.front());
 }
 
 void JobQueue::WakeAll() { impl_->WakeAll(); }
@@ -542,48 +458,23 @@ void JobQueue::Shutdown() {
   impl_->completer->Join();
 }
 
-Result<JobInfo> JobQueue::GetJob(std::string_view id) {
-  OCTOP_ASSIGN_OR_RETURN(store::JobRow row, impl_->store->GetJob(id));
-  return ToInfo(std::move(row));
-}
+Result<JobInfo> JobQueue::GetJob(std::string_view id) { return impl_->store->GetJob(id); }
 
 Result<std::vector<JobInfo>> JobQueue::ListJobs(const JobFilter& filter) {
   if (filter.limit < 1 || filter.limit > 1000) {
     return InvalidArgumentError("limit must be between 1 and 1000, got " + std::to_string(filter.limit));
   }
   if (filter.offset < 0) return InvalidArgumentError("offset must not be negative");
-  store::ListJobsParams params;
-  if (filter.status) params.status = ToStore(*filter.status);
-  params.queue = filter.queue;
-  params.kind = filter.kind;
-  params.limit = filter.limit;
-  params.offset = filter.offset;
-  params.payload_budget = filter.payload_budget;
-  OCTOP_ASSIGN_OR_RETURN(std::vector<store::JobRow> rows, impl_->store->ListJobs(params));
-  std::vector<JobInfo> out;
-  out.reserve(rows.size());
-  for (store::JobRow& row : rows) out.push_back(ToInfo(std::move(row)));
-  return out;
+  return impl_->store->ListJobs(filter);
 }
 
 Result<JobSummary> JobQueue::Summarize() {
-  OCTOP_ASSIGN_OR_RETURN(store::JobSummary summary, impl_->store->SummarizeJobs());
-  OCTOP_ASSIGN_OR_RETURN(std::vector<store::JobRow> failed,
-                         impl_->store->ListFailedJobs({.queue = std::nullopt, .limit = kLatestFailedShown}));
-  OCTOP_ASSIGN_OR_RETURN(std::vector<store::QueueInfo> queues, impl_->store->ListQueues());
   JobSummary out;
-  for (const store::JobSummaryRow& row : summary.rows) {
-    JobStatusCount c;
-    c.queue = row.queue;
-    c.status = FromStore(row.status);
-    c.count = row.count;
-    c.oldest_scheduled_at = row.oldest_scheduled_at;
-    if (row.average_delay)
-      c.average_delay_seconds = std::chrono::duration<double>(*row.average_delay).count();
-    out.counts.push_back(std::move(c));
-  }
-  for (store::JobRow& row : failed) out.latest_failed.push_back(ToInfo(std::move(row)));
-  for (const store::QueueInfo& q : queues) {
+  OCTOP_ASSIGN_OR_RETURN(out.counts, impl_->store->SummarizeJobs());
+  OCTOP_ASSIGN_OR_RETURN(out.latest_failed,
+                         impl_->store->ListFailedJobs({.queue = std::nullopt, .limit = kLatestFailedShown}));
+  OCTOP_ASSIGN_OR_RETURN(std::vector<QueueInfo> queues, impl_->store->ListQueues());
+  for (const QueueInfo& q : queues) {
     if (q.paused) out.paused_queues.push_back(q.name);
   }
   return out;

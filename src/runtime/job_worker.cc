@@ -173,7 +173,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   params.kinds = kinds_;
   params.timeout = std::chrono::duration_cast<std::chrono::microseconds>(ClaimLease());
   params.worker_id = context_.worker_id;
-  Result<std::vector<store::JobRow>> claimed = context_.store->ClaimJobs(params);
+  Result<std::vector<JobInfo>> claimed = context_.store->ClaimJobs(params);
   const SteadyTime after = context_.clock->SteadyNow();
   last_claim_ = after;
   if (!claimed.ok()) {
@@ -187,7 +187,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
     const std::chrono::milliseconds fallback = context_.DefaultTimeout();
     std::vector<std::shared_ptr<Run>> runs;
     runs.reserve(claimed->size());
-    for (store::JobRow& row : *claimed) {
+    for (JobInfo& row : *claimed) {
       auto run = std::make_shared<Run>();
       auto entry = context_.handlers.Find(row.kind);
       run->timeout = entry != nullptr ? entry->options.timeout.value_or(fallback) : fallback;
@@ -313,12 +313,12 @@ std::chrono::milliseconds JobQueueWorker::Backoff(int attempt) {
 }
 
 void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
-  const store::JobRow& row = run->row;
+  const JobInfo& row = run->row;
   context_.metrics->RunningDelta(queue_, 1);
   JobContext job{.id = row.id,
                  .kind = row.kind,
                  .queue = row.queue,
-                 .payload = row.payload_json,
+                 .payload = row.payload,
                  .attempt = row.attempt,
                  .max_retries = row.max_retries,
                  .stop_token = run->stop.get_token()};
@@ -374,7 +374,7 @@ void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
 
 PendingCompletion JobQueueWorker::Complete(const Run& run, JobResult result, bool timed_out, bool cancelled,
                                            bool interrupted) {
-  const store::JobRow& row = run.row;
+  const JobInfo& row = run.row;
   PendingCompletion out;
   out.queue = queue_;
   out.kind = row.kind;
@@ -385,7 +385,7 @@ PendingCompletion JobQueueWorker::Complete(const Run& run, JobResult result, boo
   if (kind != JobResult::Kind::kDone) {
     if (cancelled) {
       kind = JobResult::Kind::kCancel;
-      error = std::string(store::kJobCancelledError);
+      error = std::string(kJobCancelledError);
     } else if (timed_out) {
       if (kind == JobResult::Kind::kRetry) kind = JobResult::Kind::kFail;
       error = "Job timed out after " + Millis(run.timeout) + (error.empty() ? "" : ": " + error);

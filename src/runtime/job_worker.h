@@ -71,7 +71,7 @@ class JobQueueWorker {
 
  private:
   struct Run {
-    store::JobRow row;
+    JobInfo row;
     std::stop_source stop;
     std::chrono::milliseconds timeout{0};
     SteadyTime claimed_at;     // this node's clock, right after the claim returned

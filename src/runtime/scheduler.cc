@@ -31,20 +31,6 @@ std::string_view WorkerStatusName(WorkerStatus status) {
   return "idle";
 }
 
-std::string_view LogLevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "info";
-}
-
 TaskDefinition TaskDefinition::Of(const TaskScheduleDefinition& schedule,
                                   TaskInvocationDefinition invocation) {
   return TaskDefinition{std::move(invocation.id),    schedule.frequency, schedule.timeout,
@@ -111,7 +97,7 @@ class Scheduler::Impl {
  public:
   explicit Impl(SchedulerOptions opts) : options(std::move(opts)), metrics(options.metrics_registry) {
     context.clock = options.clock != nullptr ? options.clock : &Clock::Real();
-    context.logger = options.logger ? options.logger : runtime::DefaultSchedulerLogger();
+    context.logger = options.logger ? options.logger : runtime::DefaultLogger();
     context.metrics = &metrics;
     context.work_check_frequency = std::max(options.work_check_frequency, std::chrono::milliseconds(1));
     context.poll_interval = options.poll_interval.value_or(options.work_check_frequency);
@@ -180,7 +166,7 @@ std::shared_ptr<prometheus::Registry> Scheduler::metrics_registry() const {
 
 namespace octop::runtime {
 
-SchedulerLogger DefaultSchedulerLogger() {
+Logger DefaultLogger() {
   return [](LogLevel level, std::string_view message) {
     switch (level) {
       case LogLevel::kDebug:

@@ -27,7 +27,7 @@ class SchedulerMetrics;
 
 struct SchedulerContext {
   Clock* clock = nullptr;
-  SchedulerLogger logger;
+  Logger logger;
   SchedulerMetrics* metrics = nullptr;
   std::chrono::milliseconds work_check_frequency{5000};
   std::chrono::milliseconds poll_interval{5000};
@@ -41,7 +41,7 @@ struct SchedulerContext {
 
 // The logger used when the options name none: spdlog's default logger, level for level. Shared by the
 // scheduler and the job queue.
-SchedulerLogger DefaultSchedulerLogger();
+Logger DefaultLogger();
 
 // A stop_callback on a task's own signal (TaskInvocationDefinition::signal) that marks `fired` and wakes the
 // worker's loop; nullptr without a signal. It may run inside this call when the signal is already stopped, so

@@ -53,7 +53,7 @@ Status ValidateJobName(std::string_view what, std::string_view name) {
   return Status::Ok();
 }
 
-Status ValidateEnqueueJob(std::size_t index, const EnqueueJobParams& job) {
+Status ValidateEnqueueJob(std::size_t index, const JobSpec& job) {
   const std::string at = "job " + std::to_string(index) + ": ";
   if (Status s = ValidateJobName("queue", job.queue); !s.ok()) return InvalidArgumentError(at + s.message());
   if (Status s = ValidateJobName("kind", job.kind); !s.ok()) return InvalidArgumentError(at + s.message());
@@ -64,22 +64,18 @@ Status ValidateEnqueueJob(std::size_t index, const EnqueueJobParams& job) {
   if (job.max_retries < 0) {
     return InvalidArgumentError(at + "max_retries must be >= 0, got " + std::to_string(job.max_retries));
   }
-  if (!std::holds_alternative<DbNowPlus>(job.scheduled_at) &&
-      !std::holds_alternative<AbsoluteTime>(job.scheduled_at)) {
-    return InvalidArgumentError(at + "scheduled_at must be DbNowPlus or AbsoluteTime");
-  }
-  if (!IsStorableText(job.payload_json)) return InvalidArgumentError(at + "payload is not valid UTF-8 text");
-  if (!JsonDepthAllowed(job.payload_json)) {
+  if (!IsStorableText(job.payload)) return InvalidArgumentError(at + "payload is not valid UTF-8 text");
+  if (!JsonDepthAllowed(job.payload)) {
     return InvalidArgumentError(at + "payload nests arrays and objects deeper than " +
                                 std::to_string(kMaxJsonDepth) + " levels");
   }
-  if (!nlohmann::json::accept(job.payload_json)) {
-    return InvalidArgumentError(at + "payload is not valid JSON: " + job.payload_json.substr(0, 200));
+  if (!nlohmann::json::accept(job.payload)) {
+    return InvalidArgumentError(at + "payload is not valid JSON: " + job.payload.substr(0, 200));
   }
   return Status::Ok();
 }
 
-Status ValidateEnqueueBatch(const std::vector<EnqueueJobParams>& jobs) {
+Status ValidateEnqueueBatch(const std::vector<JobSpec>& jobs) {
   if (jobs.empty()) return InvalidArgumentError("EnqueueJobs needs at least one job");
   if (jobs.size() > kMaxEnqueueBatch) {
     return InvalidArgumentError("EnqueueJobs takes at most " + std::to_string(kMaxEnqueueBatch) +
@@ -125,7 +121,7 @@ std::string NewJobId() {
 
 Status NoSuchJob(std::string_view id) { return NotFoundError("Job " + std::string(id) + " does not exist"); }
 
-Result<JobStats> JobStatsGrid(const JobStatsParams& params, WallTime now) {
+Result<JobStats> JobStatsGrid(const JobStatsFilter& params, WallTime now) {
   using std::chrono::microseconds;
   const microseconds second = std::chrono::seconds(1);
   if (params.bucket < second || params.bucket % std::chrono::milliseconds(1) != microseconds(0)) {

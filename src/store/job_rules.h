@@ -18,10 +18,10 @@
 namespace octop::store {
 
 // Checks one enqueue item; kInvalidArgument "job <index>: <field> ..." naming what is wrong.
-Status ValidateEnqueueJob(std::size_t index, const EnqueueJobParams& job);
+Status ValidateEnqueueJob(std::size_t index, const JobSpec& job);
 // Checks a whole batch (every item, before any write): empty batches and more than kMaxEnqueueBatch items are
 // rejected too.
-Status ValidateEnqueueBatch(const std::vector<EnqueueJobParams>& jobs);
+Status ValidateEnqueueBatch(const std::vector<JobSpec>& jobs);
 inline constexpr std::size_t kMaxEnqueueBatch = 10000;
 
 // A queue name, kind, unique key or config key: 1..kMaxJobNameBytes bytes of valid UTF-8 without NUL.
@@ -45,7 +45,7 @@ Status NoSuchJob(std::string_view id);
 // The bucket grid of ComputeJobStats at the database's `now`: validates params and returns JobStats with
 // db_now, from, to, bucket and every bucket's start filled in (counts zero), for the backend to fill from
 // its GROUP BY rows by bucket index.
-Result<JobStats> JobStatsGrid(const JobStatsParams& params, WallTime now);
+Result<JobStats> JobStatsGrid(const JobStatsFilter& params, WallTime now);
 
 }  // namespace octop::store
 

@@ -847,7 +847,7 @@ int Main(const Options& o) {
     job_audit.push_back({ToDouble(r[0]), Str(r[1]), Str(r[2]), Str(r[3]), Str(r[4]), r[5], r[6],
                          ToOptDouble(r[7]), ToOptDouble(r[8]), Str(r[9]), std::stoi(Str(r[10]))});
   }
-  std::vector<JobRow> jobs;
+  std::vector<JobInfo> jobs;
   for (auto& r : db.Query("SELECT id::text, status, attempt, max_retries FROM octop.octop_jobs")) {
     jobs.push_back({Str(r[0]), Str(r[1]), std::stoi(Str(r[2])), std::stoi(Str(r[3]))});
   }

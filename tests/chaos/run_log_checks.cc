@@ -188,10 +188,10 @@ void CheckTasks(const std::vector<Run>& logged_runs, const std::vector<TaskAudit
 }
 
 void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>& audit,
-               const std::vector<JobRow>& jobs, const std::vector<std::string>& enqueued_ids,
+               const std::vector<JobInfo>& jobs, const std::vector<std::string>& enqueued_ids,
                CheckReport& report) {
-  std::map<std::string, const JobRow*> by_id;
-  for (const JobRow& j : jobs) {
+  std::map<std::string, const JobInfo*> by_id;
+  for (const JobInfo& j : jobs) {
     by_id[j.id] = &j;
     ++report.jobs;
     if (j.status == "success") {
@@ -297,7 +297,7 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
       report.violations.push_back("job " + key + " ran but has no row");
       continue;
     }
-    const JobRow& job = *row->second;
+    const JobInfo& job = *row->second;
     std::set<int> seen;
     bool final_attempt_ok = false;
     for (const Run* r : list) {

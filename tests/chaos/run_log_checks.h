@@ -56,7 +56,7 @@ struct JobAudit {
 };
 
 // The final state of one job row.
-struct JobRow {
+struct JobInfo {
   std::string id;
   std::string status;
   int attempt = 0;
@@ -104,7 +104,7 @@ void CheckTasks(const std::vector<Run>& runs, const std::vector<TaskAudit>& audi
 // concurrently with itself; an attempt is completed only by the node that claimed it, or by a rescuer after
 // its expiry.
 void CheckJobs(const std::vector<Run>& runs, const std::vector<JobAudit>& audit,
-               const std::vector<JobRow>& jobs, const std::vector<std::string>& enqueued_ids,
+               const std::vector<JobInfo>& jobs, const std::vector<std::string>& enqueued_ids,
                CheckReport& report);
 
 }  // namespace octop::chaos

@@ -110,7 +110,7 @@ class FaultJobQueueTest : public job_testing::JobQueueTestBase {
   bool AllSucceeded(store::Store& db, const std::vector<std::string>& ids) {
     for (const std::string& id : ids) {
       auto job = db.GetJob(id);
-      if (!job.ok() || job->status != store::JobStatus::kSuccess) return false;
+      if (!job.ok() || job->status != JobStatus::kSuccess) return false;
     }
     return true;
   }
@@ -174,7 +174,7 @@ TEST_P(FaultJobQueueTest, AmbiguousClaimStrandsItsJobsUntilTheRescuerThenEachRun
     stranded.clear();
     for (const auto& id : ids) {
       auto job = db.GetJob(id);
-      if (job.ok() && job->status == store::JobStatus::kRunning && record_.runs(id) == 0) stranded.insert(id);
+      if (job.ok() && job->status == JobStatus::kRunning && record_.runs(id) == 0) stranded.insert(id);
     }
     return !stranded.empty() && logs_.Contains(LogLevel::kWarn, "Failed to claim jobs of queue default");
   };
@@ -187,7 +187,7 @@ TEST_P(FaultJobQueueTest, AmbiguousClaimStrandsItsJobsUntilTheRescuerThenEachRun
         if (!find_stranded() || stranded.size() != static_cast<std::size_t>(kNodeWorkers)) return false;
         for (const auto& id : ids) {
           auto job = db.GetJob(id);
-          if (!stranded.count(id) && (!job.ok() || job->status != store::JobStatus::kSuccess)) return false;
+          if (!stranded.count(id) && (!job.ok() || job->status != JobStatus::kSuccess)) return false;
         }
         return true;
       },
@@ -265,7 +265,7 @@ TEST_P(FaultJobQueueTest, CompletionsNeverWrittenAreRescuedAndRunAgainElsewhereA
   ASSERT_TRUE(Eventually([&] { return record_.total() == 4; }));
   a.Shutdown();  // gives up on the unwritable completions: the jobs stay running in the database
   EXPECT_TRUE(logs_.Contains(LogLevel::kError, "Giving up on"));
-  for (const auto& id : ids) EXPECT_EQ(db.GetJob(id)->status, store::JobStatus::kRunning);
+  for (const auto& id : ids) EXPECT_EQ(db.GetJob(id)->status, JobStatus::kRunning);
 
   JobQueue& b = Node(plan_, record_b_);
   ASSERT_TRUE(b.Start().ok());
@@ -295,7 +295,7 @@ TEST_P(FaultJobQueueTest, ManagementCallsReturnAClearStatusWhenTheStoreFailsAndW
   plan_->FailNext(StoreOp::kCancelJob, 1);
   Status cancel = q.CancelJob(kept->id);
   EXPECT_EQ(cancel.code(), StatusCode::kUnavailable) << cancel.ToString();
-  EXPECT_EQ(db.GetJob(kept->id)->status, store::JobStatus::kPending);
+  EXPECT_EQ(db.GetJob(kept->id)->status, JobStatus::kPending);
 
   plan_->FailNext(StoreOp::kGetJob, 1);
   EXPECT_EQ(q.GetJob(kept->id).status().code(), StatusCode::kUnavailable);
@@ -307,7 +307,7 @@ TEST_P(FaultJobQueueTest, ManagementCallsReturnAClearStatusWhenTheStoreFailsAndW
   ASSERT_TRUE(q.CancelJob(kept->id).ok());
   plan_->FailNext(StoreOp::kRetryJob, 1);
   EXPECT_EQ(q.RetryJob(kept->id).code(), StatusCode::kUnavailable);
-  EXPECT_EQ(db.GetJob(kept->id)->status, store::JobStatus::kFrozen);
+  EXPECT_EQ(db.GetJob(kept->id)->status, JobStatus::kFrozen);
 }
 
 // JobQueueOptions::wake_claim_interval: a stream of enqueues (each one a wake-up) is claimed a few jobs at a

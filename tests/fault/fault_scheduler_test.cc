@@ -45,7 +45,7 @@ class FaultSchedulerTest : public runtime_testing::SchedulerTestBase {
                               std::chrono::milliseconds janitor = std::chrono::minutes(1)) {
     SchedulerOptions options;
     options.clock = &clock_;
-    options.logger = logs_.Logger();
+    options.logger = logs_.AsLogger();
     options.janitor_interval = janitor;
     auto backend_copy = backend();
     std::string prefix = ns_prefix_;

@@ -130,14 +130,13 @@ Status FaultyStore::DeleteTask(const store::DeleteTaskParams& params) {
 Result<std::unique_ptr<store::Listener>> FaultyStore::Listen(std::vector<std::string> channels) {
   return Guard(StoreOp::kListen, [&] { return inner_->Listen(std::move(channels)); });
 }
-Result<std::vector<store::EnqueuedJob>> FaultyStore::EnqueueJobs(
-    const std::vector<store::EnqueueJobParams>& jobs) {
+Result<std::vector<EnqueueResult>> FaultyStore::EnqueueJobs(const std::vector<JobSpec>& jobs) {
   return Guard(StoreOp::kEnqueueJobs, [&] { return inner_->EnqueueJobs(jobs); });
 }
 Status FaultyStore::WithTransaction(const std::function<Status(store::StoreTransaction&)>& fn) {
   return Guard(StoreOp::kWithTransaction, [&] { return inner_->WithTransaction(fn); });
 }
-Result<std::vector<store::JobRow>> FaultyStore::ClaimJobs(const store::ClaimJobsParams& params) {
+Result<std::vector<JobInfo>> FaultyStore::ClaimJobs(const store::ClaimJobsParams& params) {
   return Guard(StoreOp::kClaimJobs, [&] { return inner_->ClaimJobs(params); });
 }
 Result<std::vector<bool>> FaultyStore::CompleteJobs(const std::vector<store::JobCompletion>& completions) {
@@ -157,19 +156,19 @@ Status FaultyStore::RetryJob(const store::RetryJobParams& params) {
 Status FaultyStore::CancelJob(const store::CancelJobParams& params) {
   return Guard(StoreOp::kCancelJob, [&] { return inner_->CancelJob(params); });
 }
-Result<store::JobRow> FaultyStore::GetJob(std::string_view id) {
+Result<JobInfo> FaultyStore::GetJob(std::string_view id) {
   return Guard(StoreOp::kGetJob, [&] { return inner_->GetJob(id); });
 }
-Result<std::vector<store::JobRow>> FaultyStore::ListJobs(const store::ListJobsParams& params) {
+Result<std::vector<JobInfo>> FaultyStore::ListJobs(const JobFilter& params) {
   return Guard(StoreOp::kListJobs, [&] { return inner_->ListJobs(params); });
 }
-Result<std::vector<store::JobRow>> FaultyStore::ListFailedJobs(const store::ListFailedJobsParams& params) {
+Result<std::vector<JobInfo>> FaultyStore::ListFailedJobs(const store::ListFailedJobsParams& params) {
   return Guard(StoreOp::kListFailedJobs, [&] { return inner_->ListFailedJobs(params); });
 }
-Result<store::JobSummary> FaultyStore::SummarizeJobs() {
+Result<std::vector<JobStatusCount>> FaultyStore::SummarizeJobs() {
   return Guard(StoreOp::kSummarizeJobs, [&] { return inner_->SummarizeJobs(); });
 }
-Result<store::JobStats> FaultyStore::ComputeJobStats(const store::JobStatsParams& params) {
+Result<JobStats> FaultyStore::ComputeJobStats(const JobStatsFilter& params) {
   return Guard(StoreOp::kComputeJobStats, [&] { return inner_->ComputeJobStats(params); });
 }
 Result<std::optional<WallTime>> FaultyStore::NextJobDueAt(std::string_view queue) {
@@ -178,7 +177,7 @@ Result<std::optional<WallTime>> FaultyStore::NextJobDueAt(std::string_view queue
 Status FaultyStore::SetQueuePaused(std::string_view queue, bool paused) {
   return Guard(StoreOp::kSetQueuePaused, [&] { return inner_->SetQueuePaused(queue, paused); });
 }
-Result<std::vector<store::QueueInfo>> FaultyStore::ListQueues() {
+Result<std::vector<QueueInfo>> FaultyStore::ListQueues() {
   return Guard(StoreOp::kListQueues, [&] { return inner_->ListQueues(); });
 }
 Result<long> FaultyStore::DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) {

@@ -144,24 +144,23 @@ class FaultyStore final : public store::Store {
   Status DeleteTask(const store::DeleteTaskParams& params) override;
   Result<std::unique_ptr<store::Listener>> Listen(std::vector<std::string> channels) override;
 
-  Result<std::vector<store::EnqueuedJob>> EnqueueJobs(
-      const std::vector<store::EnqueueJobParams>& jobs) override;
+  Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override;
   Status WithTransaction(const std::function<Status(store::StoreTransaction&)>& fn) override;
-  Result<std::vector<store::JobRow>> ClaimJobs(const store::ClaimJobsParams& params) override;
+  Result<std::vector<JobInfo>> ClaimJobs(const store::ClaimJobsParams& params) override;
   Result<std::vector<bool>> CompleteJobs(const std::vector<store::JobCompletion>& completions) override;
   Result<std::vector<store::RescuedJob>> RescueExpiredJobs(
       const store::RescueExpiredJobsParams& params) override;
   Result<long> RenewJobLeases(const store::RenewJobLeasesParams& params) override;
   Status RetryJob(const store::RetryJobParams& params) override;
   Status CancelJob(const store::CancelJobParams& params) override;
-  Result<store::JobRow> GetJob(std::string_view id) override;
-  Result<std::vector<store::JobRow>> ListJobs(const store::ListJobsParams& params) override;
-  Result<std::vector<store::JobRow>> ListFailedJobs(const store::ListFailedJobsParams& params) override;
-  Result<store::JobSummary> SummarizeJobs() override;
-  Result<store::JobStats> ComputeJobStats(const store::JobStatsParams& params) override;
+  Result<JobInfo> GetJob(std::string_view id) override;
+  Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override;
+  Result<std::vector<JobInfo>> ListFailedJobs(const store::ListFailedJobsParams& params) override;
+  Result<std::vector<JobStatusCount>> SummarizeJobs() override;
+  Result<JobStats> ComputeJobStats(const JobStatsFilter& params) override;
   Result<std::optional<WallTime>> NextJobDueAt(std::string_view queue) override;
   Status SetQueuePaused(std::string_view queue, bool paused) override;
-  Result<std::vector<store::QueueInfo>> ListQueues() override;
+  Result<std::vector<QueueInfo>> ListQueues() override;
   Result<long> DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) override;
   Result<std::optional<std::string>> GetConfig(std::string_view key) override;
   Status SetConfig(std::string_view key, std::string_view value_json) override;

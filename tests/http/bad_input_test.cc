@@ -488,10 +488,10 @@ TEST_F(BadInputTest, PayloadsStoredTooDeepAreListedAsText) {
   // re-serialised.
   auto store = store::OpenStore("sqlite:" + (root_ / "db").string(), {.ns = "octop"});
   ASSERT_TRUE(store.ok());
-  store::EnqueueJobParams job;
+  JobSpec job;
   job.queue = "default";
   job.kind = "old";
-  job.payload_json = "[]";
+  job.payload = "[]";
   auto ids = (*store)->EnqueueJobs({job});
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
   // Below the store's own check, as an older release would have written it.

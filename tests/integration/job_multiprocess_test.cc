@@ -174,11 +174,11 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
     return *workers_.back();
   }
 
-  long CountStatus(store::JobStatus status) {
+  long CountStatus(JobStatus status) {
     auto summary = store_->SummarizeJobs();
     if (!summary.ok()) return -1;
     long n = 0;
-    for (const auto& row : summary->rows) {
+    for (const auto& row : *summary) {
       if (row.status == status) n += row.count;
     }
     return n;
@@ -203,19 +203,19 @@ TEST_P(JobMultiProcessTest, NoJobLostOrRunTwice) {
   // Enqueued while both nodes are already claiming.
   constexpr long kBatch = 1000;
   for (long done = 0; done < jobs; done += kBatch) {
-    std::vector<store::EnqueueJobParams> batch;
+    std::vector<JobSpec> batch;
     for (long i = done; i < std::min(jobs, done + kBatch); ++i) {
-      store::EnqueueJobParams p;
+      JobSpec p;
       p.kind = "record";
-      p.payload_json = "{\"i\":" + std::to_string(i) + "}";
+      p.payload = "{\"i\":" + std::to_string(i) + "}";
       batch.push_back(std::move(p));
     }
     auto r = store_->EnqueueJobs(batch);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   const auto started = std::chrono::steady_clock::now();
-  ASSERT_TRUE(Eventually([&] { return CountStatus(store::JobStatus::kSuccess) == jobs; }, 300s))
-      << "succeeded: " << CountStatus(store::JobStatus::kSuccess) << " of " << jobs;
+  ASSERT_TRUE(Eventually([&] { return CountStatus(JobStatus::kSuccess) == jobs; }, 300s))
+      << "succeeded: " << CountStatus(JobStatus::kSuccess) << " of " << jobs;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::cout << "[ figures  ] " << GetParam().name << ": " << jobs
             << " jobs drained by 2 processes x 8 workers in " << seconds << " s (after the enqueue)\n";
@@ -224,10 +224,10 @@ TEST_P(JobMultiProcessTest, NoJobLostOrRunTwice) {
   EXPECT_EQ(a.Wait(30s), 0);
   EXPECT_EQ(b.Wait(30s), 0);
 
-  EXPECT_EQ(CountStatus(store::JobStatus::kPending), 0);
-  EXPECT_EQ(CountStatus(store::JobStatus::kRunning), 0);
-  EXPECT_EQ(CountStatus(store::JobStatus::kFailed), 0);
-  EXPECT_EQ(CountStatus(store::JobStatus::kFrozen), 0);
+  EXPECT_EQ(CountStatus(JobStatus::kPending), 0);
+  EXPECT_EQ(CountStatus(JobStatus::kRunning), 0);
+  EXPECT_EQ(CountStatus(JobStatus::kFailed), 0);
+  EXPECT_EQ(CountStatus(JobStatus::kFrozen), 0);
 
   std::map<std::string, std::vector<RunRecord>> by_job;
   std::map<long, long> by_pid;
@@ -259,7 +259,7 @@ TEST_P(JobMultiProcessTest, RescueAfterSigkill) {
                                       "--retry-base-ms",      "50", "--block-first-attempt"};
   WorkerProcess& a = Spawn("a", args);
   WorkerProcess& b = Spawn("b", args);
-  store::EnqueueJobParams p;
+  JobSpec p;
   p.kind = "record";
   auto enqueued = store_->EnqueueJobs({p});
   ASSERT_TRUE(enqueued.ok()) << enqueued.status().ToString();
@@ -288,7 +288,7 @@ TEST_P(JobMultiProcessTest, RescueAfterSigkill) {
   ASSERT_TRUE(Eventually(
       [&] {
         auto job = store_->GetJob(id);
-        return job.ok() && job->status == store::JobStatus::kSuccess;
+        return job.ok() && job->status == JobStatus::kSuccess;
       },
       30s));
   auto job = store_->GetJob(id);

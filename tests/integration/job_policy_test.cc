@@ -74,7 +74,7 @@ TEST(JobSpecFromJson, ReadsEveryField) {
   ASSERT_TRUE(minimal.ok());
   EXPECT_EQ(minimal->payload, "{}");
   EXPECT_EQ(minimal->queue, "default");
-  EXPECT_FALSE(minimal->max_retries.has_value());
+  EXPECT_EQ(minimal->max_retries, 3);
   EXPECT_FALSE(minimal->scheduled_at.has_value());
 }
 

@@ -548,7 +548,7 @@ TEST_P(JobQueueTest, ShutdownLetsRunningJobsFinishAndRecordsThem) {
   for (const auto& r : *ids) {
     auto row = direct.GetJob(r.id);
     ASSERT_TRUE(row.ok());
-    EXPECT_EQ(row->status, store::JobStatus::kSuccess) << r.id;
+    EXPECT_EQ(row->status, JobStatus::kSuccess) << r.id;
   }
   EXPECT_EQ(q.AddWorkers("other", 1).code(), StatusCode::kFailedPrecondition);
 }
@@ -576,7 +576,7 @@ TEST_P(JobQueueTest, ShutdownStopsJobsThatOutliveTheGraceAndRequeuesThem) {
   auto row = direct.GetJob(id->id);
   ASSERT_TRUE(row.ok());
   // Handed back: pending, the attempt not counted, due again at once for the next node.
-  EXPECT_EQ(row->status, store::JobStatus::kPending);
+  EXPECT_EQ(row->status, JobStatus::kPending);
   EXPECT_EQ(row->attempt, 0);
   EXPECT_EQ(row->attempt_token, std::nullopt);
   EXPECT_EQ(row->last_error, "Interrupted by shutdown");
@@ -709,11 +709,11 @@ TEST_P(JobPrefetchTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
     auto row = direct.GetJob(id);
     ASSERT_TRUE(row.ok());
     if (id == h.ran) {
-      EXPECT_EQ(row->status, store::JobStatus::kPending);
+      EXPECT_EQ(row->status, JobStatus::kPending);
       EXPECT_EQ(row->attempt, 0);
       EXPECT_EQ(row->last_error, "Interrupted by shutdown");
     } else {
-      EXPECT_EQ(row->status, store::JobStatus::kPending) << id;
+      EXPECT_EQ(row->status, JobStatus::kPending) << id;
       EXPECT_EQ(row->attempt, 0) << id;
       EXPECT_EQ(row->attempt_token, std::nullopt) << id;
     }

@@ -100,7 +100,7 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
   JobQueueOptions Options(Clock* clock) {
     JobQueueOptions o;
     o.clock = clock;
-    o.logger = logs_.Logger();
+    o.logger = logs_.AsLogger();
     auto b = backend();
     std::string ns = ns_;
     o.store_factory = [b, ns](const Clock& c) {

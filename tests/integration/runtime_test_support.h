@@ -36,7 +36,7 @@ inline bool Eventually(const std::function<bool()>& condition,
 
 class LogCapture {
  public:
-  SchedulerLogger Logger() {
+  Logger AsLogger() {
     return [this](LogLevel level, std::string_view message) {
       std::lock_guard lock(mu_);
       lines_.emplace_back(level, std::string(message));

@@ -117,7 +117,7 @@ class SchedulerTestBase : public ::testing::TestWithParam<store::testing::Backen
                      std::chrono::milliseconds janitor = std::chrono::minutes(1)) {
     SchedulerOptions options;
     options.clock = clock;
-    options.logger = logs != nullptr ? logs->Logger() : SchedulerLogger([](LogLevel, std::string_view) {});
+    options.logger = logs != nullptr ? logs->AsLogger() : Logger([](LogLevel, std::string_view) {});
     options.janitor_interval = janitor;
     auto backend_copy = backend();
     auto faults = faults_;

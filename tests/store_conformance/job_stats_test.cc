@@ -16,7 +16,7 @@ using std::chrono::seconds;
 class JobStatsTest : public StoreConformance {
  protected:
   std::string Enqueue(std::string queue = "default", std::string kind = "k", int max_retries = 3) {
-    EnqueueJobParams job;
+    JobSpec job;
     job.queue = std::move(queue);
     job.kind = std::move(kind);
     job.max_retries = max_retries;
@@ -24,13 +24,13 @@ class JobStatsTest : public StoreConformance {
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     return out.ok() && out->size() == 1 ? out->front().id : "";
   }
-  JobRow ClaimOne(const std::string& queue = "default") {
+  JobInfo ClaimOne(const std::string& queue = "default") {
     auto jobs = store_->ClaimJobs({.queue = queue, .limit = 1, .worker_id = "w"});
     EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
     EXPECT_EQ(jobs.ok() ? jobs->size() : 0u, 1u);
-    return jobs.ok() && !jobs->empty() ? jobs->front() : JobRow{};
+    return jobs.ok() && !jobs->empty() ? jobs->front() : JobInfo{};
   }
-  void Complete(const JobRow& job, JobOutcome outcome) {
+  void Complete(const JobInfo& job, JobOutcome outcome) {
     auto applied = store_->CompleteJobs(
         {{.id = job.id,
           .attempt_token = job.attempt_token.value_or(""),
@@ -45,11 +45,11 @@ class JobStatsTest : public StoreConformance {
                     const std::string& kind = "k") {
     Enqueue(queue, kind);
     clock_.Advance(latency);
-    const JobRow job = ClaimOne(queue);
+    const JobInfo job = ClaimOne(queue);
     clock_.Advance(run);
     Complete(job, JobOutcome::kSuccess);
   }
-  JobStats Stats(JobStatsParams params = {.window = minutes(5), .bucket = minutes(1)}) {
+  JobStats Stats(JobStatsFilter params = {.window = minutes(5), .bucket = minutes(1)}) {
     auto stats = store_->ComputeJobStats(params);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
     return stats.ok() ? *stats : JobStats{};
@@ -99,7 +99,7 @@ TEST_P(JobStatsTest, CountsFinishedJobsByCompletedAtWithLatenciesOfTheSucceeded)
   // Minute 1: one frozen by its failure, one cancelled while pending, one success on another queue and kind.
   Enqueue("default", "k", /*max_retries=*/0);
   clock_.Advance(seconds(1));
-  const JobRow doomed = ClaimOne();
+  const JobInfo doomed = ClaimOne();
   clock_.Advance(seconds(45));  // 00:01:06
   Complete(doomed, JobOutcome::kFail);
   const std::string cancelled = Enqueue();
@@ -107,7 +107,7 @@ TEST_P(JobStatsTest, CountsFinishedJobsByCompletedAtWithLatenciesOfTheSucceeded)
   RunToSuccess(milliseconds(500), milliseconds(250), "other", "k2");  // ends 00:01:06.750
   // Not finished, so not counted: a failed attempt waiting for its retry, a running and a pending job.
   Enqueue("retrying");
-  const JobRow retrying = ClaimOne("retrying");
+  const JobInfo retrying = ClaimOne("retrying");
   Complete(retrying, JobOutcome::kFail);
   Enqueue("busy");
   ClaimOne("busy");
@@ -172,7 +172,7 @@ TEST_P(JobStatsTest, TheWindowIncludesItsStartAndDropsWhatIsOlder) {
 }
 
 TEST_P(JobStatsTest, RejectsBadWindowsAndBuckets) {
-  const auto code = [&](JobStatsParams params) { return store_->ComputeJobStats(params).status().code(); };
+  const auto code = [&](JobStatsFilter params) { return store_->ComputeJobStats(params).status().code(); };
   EXPECT_EQ(code({.window = minutes(1), .bucket = milliseconds(500)}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({.window = minutes(1), .bucket = std::chrono::microseconds(1000500)}),
             StatusCode::kInvalidArgument);

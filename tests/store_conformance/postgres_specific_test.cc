@@ -260,7 +260,7 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
   };
   ASSERT_EQ(setting(), "on");
 
-  ASSERT_TRUE(store->EnqueueJobs({{.queue = "wake", .kind = "k"}}).ok());
+  ASSERT_TRUE(store->EnqueueJobs({{.kind = "k", .queue = "wake"}}).ok());
   EXPECT_EQ(setting(), "on");
   std::vector<Notification> seen = WaitFor(*listening.listener, "wake");
   EXPECT_TRUE(
@@ -283,7 +283,7 @@ TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTh
   {
     auto producer = Open(ns_, 1);
     ASSERT_NE(producer, nullptr);
-    ASSERT_TRUE(producer->EnqueueJobs({{.queue = "last-words", .kind = "k"}}).ok());
+    ASSERT_TRUE(producer->EnqueueJobs({{.kind = "k", .queue = "last-words"}}).ok());
     // Closed before its wake-up thread had any reason to have sent: the destructor sends it.
   }
   std::vector<Notification> seen = WaitFor(*listening.listener, "last-words");
@@ -302,7 +302,7 @@ TEST_F(PostgresSpecificTest, ManyThreadsEnqueueingThroughOneStoreEachWakeTheirQu
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
-        if (!producer->EnqueueJobs({{.queue = "q" + std::to_string(t), .kind = "k"}}).ok()) failures++;
+        if (!producer->EnqueueJobs({{.kind = "k", .queue = "q" + std::to_string(t)}}).ok()) failures++;
       }
     });
   }

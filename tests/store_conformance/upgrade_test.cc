@@ -64,9 +64,9 @@ void ExpectReleaseDataAndUseIt(Store& tasks, Store& jobs) {
 
   auto listed = jobs.ListJobs({.limit = 100});
   OCTOP_ASSERT_OK(listed.status());
-  std::map<std::string, JobRow> by_payload;  // payloads are {"n": 1..4}, normalised by jsonb on PostgreSQL
+  std::map<std::string, JobInfo> by_payload;  // payloads are {"n": 1..4}, normalised by jsonb on PostgreSQL
   for (auto& job : *listed) {
-    std::string n = job.payload_json.substr(job.payload_json.find_first_of("1234"), 1);
+    std::string n = job.payload.substr(job.payload.find_first_of("1234"), 1);
     by_payload[n] = job;
   }
   ASSERT_EQ(by_payload.size(), 4u);

@@ -29,7 +29,7 @@ class LocalWorkerTest : public ::testing::Test {
   LocalWorkerTest() {
     SchedulerOptions options;
     options.clock = &clock_;
-    options.logger = logs_.Logger();
+    options.logger = logs_.AsLogger();
     // A local-only plugin must never open its database.
     options.store_factory = [this](const std::string&,
                                    const Clock&) -> Result<std::unique_ptr<store::Store>> {

@@ -176,12 +176,12 @@ std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values) 
   return out;
 }
 
-Result<JobRow> ReadJob(const PgResult& r, int i) {
-  JobRow job;
+Result<JobInfo> ReadJob(const PgResult& r, int i) {
+  JobInfo job;
   job.id = r.Text(i, 0);
   job.queue = r.Text(i, 1);
   job.kind = r.Text(i, 2);
-  job.payload_json = r.Text(i, 3);
+  job.payload = r.Text(i, 3);
   job.priority = std::stoi(r.Text(i, 4));
   OCTOP_ASSIGN_OR_RETURN(job.scheduled_at, ParseTimestamp(r.Text(i, 5)));
   const auto status = ParseJobStatus(r.Text(i, 6));
@@ -200,11 +200,11 @@ Result<JobRow> ReadJob(const PgResult& r, int i) {
   return job;
 }
 
-Result<std::vector<JobRow>> ReadJobs(const PgResult& r) {
-  std::vector<JobRow> jobs;
+Result<std::vector<JobInfo>> ReadJobs(const PgResult& r) {
+  std::vector<JobInfo> jobs;
   jobs.reserve(static_cast<std::size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) {
-    OCTOP_ASSIGN_OR_RETURN(JobRow job, ReadJob(r, i));
+    OCTOP_ASSIGN_OR_RETURN(JobInfo job, ReadJob(r, i));
     jobs.push_back(std::move(job));
   }
   return jobs;
@@ -674,7 +674,7 @@ class PostgresStore final : public Store {
 
   // ---- Jobs (jobs.sql) ----
 
-  Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
+  Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
     OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
     OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
     const bool keyed =
@@ -682,13 +682,13 @@ class PostgresStore final : public Store {
     // Without unique keys the batch is one statement, hence one transaction. With them the lookups of skipped
     // items and any re-insert must commit with it.
     if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
-    OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueuedJob> out, EnqueueOn(*conn, jobs, /*notify=*/false));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> out, EnqueueOn(*conn, jobs, /*notify=*/false));
     if (keyed) OCTOP_RETURN_IF_ERROR(conn->Exec("COMMIT"));
     // The wake-up goes in a transaction of its own after the commit (jobs.sql NotifyJobQueues says why), sent
     // by wakeups_ after this returns. Its failure is not the enqueue's: the jobs are committed, and polling
     // finds them.
     std::set<std::string> queues;
-    for (const EnqueueJobParams& job : jobs) queues.insert(job.queue);
+    for (const JobSpec& job : jobs) queues.insert(job.queue);
     wakeups_.Request(queues);
     return out;
   }
@@ -711,7 +711,7 @@ class PostgresStore final : public Store {
     return conn->Exec("COMMIT");
   }
 
-  Result<std::vector<JobRow>> ClaimJobs(const ClaimJobsParams& params) override {
+  Result<std::vector<JobInfo>> ClaimJobs(const ClaimJobsParams& params) override {
     OCTOP_RETURN_IF_ERROR(ValidateJobName("queue", params.queue));
     if (params.limit < 1 || params.limit > 1000) {
       return InvalidArgumentError("ClaimJobs: limit must be 1..1000, got " + std::to_string(params.limit));
@@ -724,8 +724,8 @@ class PostgresStore final : public Store {
     OCTOP_ASSIGN_OR_RETURN(PgResult r,
                            Run(claim_jobs_, {NowParam(), params.queue, std::to_string(params.limit), kinds,
                                              FormatInterval(params.timeout), params.worker_id}));
-    OCTOP_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, ReadJobs(r));
-    std::sort(jobs.begin(), jobs.end(), [](const JobRow& a, const JobRow& b) {
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r));
+    std::sort(jobs.begin(), jobs.end(), [](const JobInfo& a, const JobInfo& b) {
       return std::tie(a.priority, a.scheduled_at, a.id) < std::tie(b.priority, b.scheduled_at, b.id);
     });
     return jobs;
@@ -812,20 +812,20 @@ class PostgresStore final : public Store {
     return ConflictError("Job " + params.id + " has already finished");
   }
 
-  Result<JobRow> GetJob(std::string_view id) override {
+  Result<JobInfo> GetJob(std::string_view id) override {
     if (!IsJobId(id)) return NoSuchJob(id);
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(get_job_, {std::string(id)}));
     if (r.rows() == 0) return NoSuchJob(id);
     return ReadJob(r, 0);
   }
 
-  Result<std::vector<JobRow>> ListJobs(const ListJobsParams& params) override {
+  Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override {
     if (params.limit < 1 || params.limit > 1000) {
       return InvalidArgumentError("ListJobs: limit must be 1..1000, got " + std::to_string(params.limit));
     }
     if (params.offset < 0) return InvalidArgumentError("ListJobs: offset must be >= 0");
     if ((params.queue && !IsStorableText(*params.queue)) || (params.kind && !IsStorableText(*params.kind))) {
-      return std::vector<JobRow>();
+      return std::vector<JobInfo>();
     }
     std::optional<std::string> status;
     if (params.status) status = std::string(JobStatusName(*params.status));
@@ -836,30 +836,29 @@ class PostgresStore final : public Store {
              params.payload_budget ? std::optional<std::string>(
                                          std::to_string(std::max<std::int64_t>(0, *params.payload_budget)))
                                    : std::nullopt}));
-    OCTOP_ASSIGN_OR_RETURN(std::vector<JobRow> jobs, ReadJobs(r));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r));
     for (int i = 0; i < r.rows(); ++i) {
       if (r.IsNull(i, 3)) jobs[static_cast<std::size_t>(i)].omitted_payload_bytes = Count(r, i, 17);
     }
     return jobs;
   }
 
-  Result<std::vector<JobRow>> ListFailedJobs(const ListFailedJobsParams& params) override {
+  Result<std::vector<JobInfo>> ListFailedJobs(const ListFailedJobsParams& params) override {
     if (params.limit < 1 || params.limit > 1000) {
       return InvalidArgumentError("ListFailedJobs: limit must be 1..1000, got " +
                                   std::to_string(params.limit));
     }
-    if (params.queue && !IsStorableText(*params.queue)) return std::vector<JobRow>();
+    if (params.queue && !IsStorableText(*params.queue)) return std::vector<JobInfo>();
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(list_failed_jobs_, {params.queue, std::to_string(params.limit)}));
     return ReadJobs(r);
   }
 
-  Result<JobSummary> SummarizeJobs() override {
+  Result<std::vector<JobStatusCount>> SummarizeJobs() override {
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(job_summary_, {NowParam()}));
-    JobSummary summary;
-    OCTOP_ASSIGN_OR_RETURN(summary.db_now, ParseTimestamp(r.Text(0, 0)));
+    std::vector<JobStatusCount> counts;
     for (int i = 0; i < r.rows(); ++i) {
       if (r.IsNull(i, 1)) continue;  // the LEFT JOIN's row when there are no jobs
-      JobSummaryRow line;
+      JobStatusCount line;
       line.queue = r.Text(i, 1);
       const auto status = ParseJobStatus(r.Text(i, 2));
       if (!status) return InternalError("PostgreSQL: unknown job status '" + r.Text(i, 2) + "'");
@@ -867,15 +866,15 @@ class PostgresStore final : public Store {
       line.count = Count(r, i, 3);
       OCTOP_ASSIGN_OR_RETURN(line.oldest_scheduled_at, OptTime(r, i, 4));
       if (!r.IsNull(i, 5)) line.average_delay = std::chrono::microseconds(std::stoll(r.Text(i, 5)));
-      summary.rows.push_back(std::move(line));
+      counts.push_back(std::move(line));
     }
-    std::sort(summary.rows.begin(), summary.rows.end(), [](const auto& a, const auto& b) {
+    std::sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
       return std::tie(a.queue, a.status) < std::tie(b.queue, b.status);
     });
-    return summary;
+    return counts;
   }
 
-  Result<JobStats> ComputeJobStats(const JobStatsParams& params) override {
+  Result<JobStats> ComputeJobStats(const JobStatsFilter& params) override {
     OCTOP_ASSIGN_OR_RETURN(WallTime now, DatabaseNow());
     OCTOP_ASSIGN_OR_RETURN(JobStats stats, JobStatsGrid(params, now));
     if ((params.queue && !IsStorableText(*params.queue)) || (params.kind && !IsStorableText(*params.kind))) {
@@ -976,10 +975,10 @@ class PostgresStore final : public Store {
   // Inserts a validated batch on `conn` (inside a transaction when any item has a unique key). Items skipped
   // by ON CONFLICT are looked up; one whose live duplicate finished in between is inserted again. `notify`:
   // the statement itself NOTIFYs (delivered when the enclosing transaction commits).
-  Result<std::vector<EnqueuedJob>> EnqueueOn(postgres::PgConnection& conn,
-                                             const std::vector<EnqueueJobParams>& jobs, bool notify) {
-    std::vector<EnqueuedJob> out(jobs.size());
-    for (EnqueuedJob& job : out) job.id = NewJobId();
+  Result<std::vector<EnqueueResult>> EnqueueOn(postgres::PgConnection& conn, const std::vector<JobSpec>& jobs,
+                                               bool notify) {
+    std::vector<EnqueueResult> out(jobs.size());
+    for (EnqueueResult& job : out) job.id = NewJobId();
     std::vector<std::size_t> todo(jobs.size());
     for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
     std::optional<std::string> prefix;
@@ -988,18 +987,18 @@ class PostgresStore final : public Store {
       std::vector<std::optional<std::string>> ids, queues, kinds, payloads, priorities, ats, delays, retries,
           keys;
       for (std::size_t i : todo) {
-        const EnqueueJobParams& job = jobs[i];
+        const JobSpec& job = jobs[i];
         ids.emplace_back(out[i].id);
         queues.emplace_back(job.queue);
         kinds.emplace_back(job.kind);
-        payloads.emplace_back(job.payload_json);
+        payloads.emplace_back(job.payload);
         priorities.emplace_back(std::to_string(job.priority));
-        if (const auto* at = std::get_if<AbsoluteTime>(&job.scheduled_at)) {
-          ats.emplace_back(FormatTimestamp(at->at));
+        if (job.scheduled_at.has_value()) {
+          ats.emplace_back(FormatTimestamp(*job.scheduled_at));
           delays.emplace_back(std::nullopt);
         } else {
           ats.emplace_back(std::nullopt);
-          delays.emplace_back(FormatInterval(std::get<DbNowPlus>(job.scheduled_at).offset));
+          delays.emplace_back(FormatInterval(std::chrono::microseconds(0)));
         }
         retries.emplace_back(std::to_string(job.max_retries));
         keys.emplace_back(job.unique_key);
@@ -1063,10 +1062,10 @@ class PostgresStore final : public Store {
       return out;
     }
 
-    Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
+    Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
       OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
       if (failure_) return FailedPreconditionError("the transaction already failed: " + failure_->message());
-      Result<std::vector<EnqueuedJob>> out = store_.EnqueueOn(conn_, jobs, /*notify=*/true);
+      Result<std::vector<EnqueueResult>> out = store_.EnqueueOn(conn_, jobs, /*notify=*/true);
       if (!out.ok()) failure_ = out.status();
       return out;
     }

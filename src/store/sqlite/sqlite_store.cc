@@ -505,12 +505,12 @@ Status NoSuchTask(const std::string& id) { return NotFoundError("Task " + id + "
 // ---- Helpers for job operations ---------------------------------------------------------------------------
 
 // The 17 columns every job statement returns, in jobs.sql's order.
-JobRow ReadJobRow(const Stmt& row) {
-  JobRow job;
+JobInfo ReadJobRow(const Stmt& row) {
+  JobInfo job;
   job.id = row.Text(0);
   job.queue = row.Text(1);
   job.kind = row.Text(2);
-  job.payload_json = row.Text(3);
+  job.payload = row.Text(3);
   job.priority = static_cast<int>(row.Int(4));
   job.scheduled_at = row.Time(5).value_or(WallTime{});
   const std::string status = row.Text(6);
@@ -546,12 +546,12 @@ void AddQueue(std::vector<std::string>& queues, const std::string& queue) {
 // Inserts a validated batch on `conn`, which must hold the write lock (BEGIN IMMEDIATE): the unique-key
 // lookup and the insert cannot be separated by another writer. Appends the queues that received a job to
 // `queues`.
-std::vector<EnqueuedJob> EnqueueOnConnection(Connection& conn, const std::string& now,
-                                             const std::vector<EnqueueJobParams>& jobs,
-                                             std::vector<std::string>& queues) {
-  std::vector<EnqueuedJob> out;
+std::vector<EnqueueResult> EnqueueOnConnection(Connection& conn, const std::string& now,
+                                               const std::vector<JobSpec>& jobs,
+                                               std::vector<std::string>& queues) {
+  std::vector<EnqueueResult> out;
   out.reserve(jobs.size());
-  for (const EnqueueJobParams& job : jobs) {
+  for (const JobSpec& job : jobs) {
     if (job.unique_key) {
       Stmt live(conn, sql::kFindLiveJobByKey);
       live.Bind(":unique_key", *job.unique_key);
@@ -560,18 +560,15 @@ std::vector<EnqueuedJob> EnqueueOnConnection(Connection& conn, const std::string
         continue;
       }
     }
-    std::string scheduled_at;
-    if (const auto* at = std::get_if<AbsoluteTime>(&job.scheduled_at)) {
-      scheduled_at = FormatTime(at->at);
-    } else {
-      scheduled_at = JobTimeAfter(conn, now, std::get<DbNowPlus>(job.scheduled_at).offset);
-    }
-    EnqueuedJob inserted{NewJobId(), false};
+    const std::string scheduled_at = job.scheduled_at.has_value()
+                                         ? FormatTime(*job.scheduled_at)
+                                         : JobTimeAfter(conn, now, std::chrono::microseconds(0));
+    EnqueueResult inserted{NewJobId(), false};
     Stmt(conn, sql::kInsertJob)
         .Bind(":id", inserted.id)
         .Bind(":queue", job.queue)
         .Bind(":kind", job.kind)
-        .Bind(":payload", job.payload_json)
+        .Bind(":payload", job.payload)
         .Bind(":priority", std::int64_t{job.priority})
         .Bind(":scheduled_at", scheduled_at)
         .Bind(":max_retries", std::int64_t{job.max_retries})
@@ -652,7 +649,7 @@ class SqliteTransaction final : public StoreTransaction {
     return Run([&] { return ExecuteCallerStatement(conn_, text, params); });
   }
 
-  Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
+  Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
     OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
     return Run([&] { return EnqueueOnConnection(conn_, now_, jobs, queues_); });
   }
@@ -998,13 +995,13 @@ class SqliteStore final : public Store {
 
   // ---- Jobs (jobs.sql) ----
 
-  Result<std::vector<EnqueuedJob>> EnqueueJobs(const std::vector<EnqueueJobParams>& jobs) override {
+  Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
     OCTOP_RETURN_IF_ERROR(ValidateEnqueueBatch(jobs));
     std::vector<std::string> queues;
-    auto result = Guard([&](Connection& conn) -> Result<std::vector<EnqueuedJob>> {
+    auto result = Guard([&](Connection& conn) -> Result<std::vector<EnqueueResult>> {
       ImmediateTransaction tx(conn);
       const std::string now = Now(conn);
-      std::vector<EnqueuedJob> out = EnqueueOnConnection(conn, now, jobs, queues);
+      std::vector<EnqueueResult> out = EnqueueOnConnection(conn, now, jobs, queues);
       tx.Commit();
       return out;
     });
@@ -1032,7 +1029,7 @@ class SqliteStore final : public Store {
     return status;
   }
 
-  Result<std::vector<JobRow>> ClaimJobs(const ClaimJobsParams& params) override {
+  Result<std::vector<JobInfo>> ClaimJobs(const ClaimJobsParams& params) override {
     OCTOP_RETURN_IF_ERROR(ValidateJobName("queue", params.queue));
     if (params.limit < 1 || params.limit > 1000) {
       return InvalidArgumentError("ClaimJobs: limit must be 1..1000, got " + std::to_string(params.limit));
@@ -1048,10 +1045,10 @@ class SqliteStore final : public Store {
       }
       kinds = array.dump();
     }
-    return Guard([&](Connection& conn) -> Result<std::vector<JobRow>> {
+    return Guard([&](Connection& conn) -> Result<std::vector<JobInfo>> {
       ImmediateTransaction tx(conn);
       const std::string now = Now(conn);
-      std::vector<JobRow> jobs;
+      std::vector<JobInfo> jobs;
       {
         Stmt row(conn, sql::kClaimJobs);
         row.Bind(":now", now)
@@ -1063,7 +1060,7 @@ class SqliteStore final : public Store {
         while (row.Step()) jobs.push_back(ReadJobRow(row));
       }
       tx.Commit();
-      std::sort(jobs.begin(), jobs.end(), [](const JobRow& a, const JobRow& b) {
+      std::sort(jobs.begin(), jobs.end(), [](const JobInfo& a, const JobInfo& b) {
         return std::tie(a.priority, a.scheduled_at, a.id) < std::tie(b.priority, b.scheduled_at, b.id);
       });
       return jobs;
@@ -1196,9 +1193,9 @@ class SqliteStore final : public Store {
     });
   }
 
-  Result<JobRow> GetJob(std::string_view id) override {
+  Result<JobInfo> GetJob(std::string_view id) override {
     if (!IsJobId(id)) return NoSuchJob(id);
-    return Guard([&](Connection& conn) -> Result<JobRow> {
+    return Guard([&](Connection& conn) -> Result<JobInfo> {
       Stmt row(conn, sql::kGetJob);
       row.Bind(":id", id);
       if (!row.Step()) return NoSuchJob(id);
@@ -1206,12 +1203,12 @@ class SqliteStore final : public Store {
     });
   }
 
-  Result<std::vector<JobRow>> ListJobs(const ListJobsParams& params) override {
+  Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override {
     if (params.limit < 1 || params.limit > 1000) {
       return InvalidArgumentError("ListJobs: limit must be 1..1000, got " + std::to_string(params.limit));
     }
     if (params.offset < 0) return InvalidArgumentError("ListJobs: offset must be >= 0");
-    return Guard([&](Connection& conn) -> Result<std::vector<JobRow>> {
+    return Guard([&](Connection& conn) -> Result<std::vector<JobInfo>> {
       Stmt row(conn, sql::kListJobs);
       if (params.status) {
         row.Bind(":status", JobStatusName(*params.status));
@@ -1227,7 +1224,7 @@ class SqliteStore final : public Store {
       } else {
         row.BindNull(":budget");
       }
-      std::vector<JobRow> jobs;
+      std::vector<JobInfo> jobs;
       while (row.Step()) {
         jobs.push_back(ReadJobRow(row));
         if (!row.OptText(3)) jobs.back().omitted_payload_bytes = row.Int(17);
@@ -1236,46 +1233,45 @@ class SqliteStore final : public Store {
     });
   }
 
-  Result<std::vector<JobRow>> ListFailedJobs(const ListFailedJobsParams& params) override {
+  Result<std::vector<JobInfo>> ListFailedJobs(const ListFailedJobsParams& params) override {
     if (params.limit < 1 || params.limit > 1000) {
       return InvalidArgumentError("ListFailedJobs: limit must be 1..1000, got " +
                                   std::to_string(params.limit));
     }
-    return Guard([&](Connection& conn) -> Result<std::vector<JobRow>> {
+    return Guard([&](Connection& conn) -> Result<std::vector<JobInfo>> {
       Stmt row(conn, sql::kListFailedJobs);
       row.BindOpt(":queue", params.queue).Bind(":limit", std::int64_t{params.limit});
-      std::vector<JobRow> jobs;
+      std::vector<JobInfo> jobs;
       while (row.Step()) jobs.push_back(ReadJobRow(row));
       return jobs;
     });
   }
 
-  Result<JobSummary> SummarizeJobs() override {
-    return Guard([&](Connection& conn) -> Result<JobSummary> {
+  Result<std::vector<JobStatusCount>> SummarizeJobs() override {
+    return Guard([&](Connection& conn) -> Result<std::vector<JobStatusCount>> {
       const std::string now = Now(conn);
-      JobSummary summary;
-      summary.db_now = ParseNow(now);
+      std::vector<JobStatusCount> counts;
       Stmt row(conn, sql::kJobSummary);
       row.Bind(":now", now);
       while (row.Step()) {
-        JobSummaryRow line;
+        JobStatusCount line;
         line.queue = row.Text(0);
         const auto status = ParseJobStatus(row.Text(1));
         if (!status) Fail(InternalError("unknown job status '" + row.Text(1) + "'"));
         line.status = *status;
-        line.count = static_cast<long>(row.Int(2));
+        line.count = row.Int(2);
         line.oldest_scheduled_at = row.Time(3);
         if (!row.IsNull(4)) line.average_delay = std::chrono::milliseconds(row.Int(4));
-        summary.rows.push_back(std::move(line));
+        counts.push_back(std::move(line));
       }
-      std::stable_sort(summary.rows.begin(), summary.rows.end(), [](const auto& a, const auto& b) {
+      std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
         return std::tie(a.queue, a.status) < std::tie(b.queue, b.status);
       });
-      return summary;
+      return counts;
     });
   }
 
-  Result<JobStats> ComputeJobStats(const JobStatsParams& params) override {
+  Result<JobStats> ComputeJobStats(const JobStatsFilter& params) override {
     return Guard([&](Connection& conn) -> Result<JobStats> {
       OCTOP_ASSIGN_OR_RETURN(JobStats stats, JobStatsGrid(params, ParseNow(Now(conn))));
       const auto bucket_ms = std::chrono::duration_cast<std::chrono::milliseconds>(params.bucket).count();
