@@ -44,6 +44,7 @@
 #include <octop/scheduler.h>
 
 #include "http/api_server.h"
+#include "runtime/job_queue_opener.h"
 #include "store/store.h"
 
 namespace octop::bench {
@@ -314,12 +315,13 @@ std::unique_ptr<JobQueue> OpenQueue(Backend& backend, int pool_size = 8) {
   options.prefetch = g_prefetch;
   options.wake_claim_interval = g_wake_claim_interval;
   options.database_url = backend.url();
-  options.store_factory = [&backend, pool_size](const Clock& clock) {
-    return backend.OpenFigureStore(clock, pool_size);
-  };
   // A benchmark must not pay for jobs it did not ask for: no retention sweep in the middle of a drain.
   options.retention_interval = 0ms;
-  return Take(JobQueue::Open(options), "JobQueue::Open");
+  return Take(runtime::JobQueueOpener::Open(options,
+                                            [&backend, pool_size](const Clock& clock) {
+                                              return backend.OpenFigureStore(clock, pool_size);
+                                            }),
+              "JobQueue::Open");
 }
 
 void Preinsert(JobQueue& producer, int jobs) {

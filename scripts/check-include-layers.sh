@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layers point one way (docs/architecture.md): core <- store <- runtime <- http <- daemon <- apps. A source
 # file may include a project header of its own layer or a lower one, never a higher one; the public headers
-# (include/octop) include only each other and system headers. Run by ctest as octop_include_layers_check;
+# (include/octop) and the examples include only public and system headers. Run by ctest as
+# octop_include_layers_check;
 # prints each offending include and exits 1 if there is one.
 set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
@@ -37,6 +38,11 @@ done < <(find src apps -type f \( -name '*.cc' -o -name '*.h' \) -print0)
 # Public headers: no project-internal include at all.
 if internal=$(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' include); then
   echo "$internal" | sed 's/$/  (a public header includes an internal one)/'
+  status=1
+fi
+# Examples are programs a user could write: public headers (<octop/...>) and system headers only.
+if internal=$(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' examples --include='*.cc' --include='*.h'); then
+  echo "$internal" | sed 's/$/  (an example includes an internal header)/'
   status=1
 fi
 exit "$status"

@@ -17,7 +17,7 @@
 // retention cleanup, re-reading the octop_config table). Enqueue in this process wakes the producers
 // directly.
 //
-// Ownership: a JobQueue owns its Store connection(s), its handlers (copied in) and all of its threads.
+// Ownership: a JobQueue owns its database connections, its handlers (copied in) and all of its threads.
 // Handlers must return soon after their stop_token fires (timeout, Shutdown()).
 //
 // Thread-safety: every method may be called from any thread concurrently, including from inside a handler
@@ -40,6 +40,7 @@
 #include <octop/job.h>
 #include <octop/logger.h>
 #include <octop/status.h>
+#include <octop/transaction.h>
 
 namespace prometheus {
 class Registry;
@@ -47,10 +48,9 @@ class Registry;
 
 namespace octop {
 
-namespace store {
-class Store;
-class StoreTransaction;
-}  // namespace store
+namespace runtime {
+struct JobQueueOpener;  // internal: opens a queue on a store of the caller's (tests, benchmarks)
+}  // namespace runtime
 
 // ---- Handlers ---------------------------------------------------------------------------------------------
 
@@ -123,16 +123,10 @@ struct RetryPolicy {
 
 // ---- The queue --------------------------------------------------------------------------------------------
 
-// Opens the queue's store. The default opens OpenStore(database_url, {ns = "octop", clock}); tests substitute
-// a fresh namespace.
-using JobStoreFactory = std::function<Result<std::unique_ptr<store::Store>>(const Clock& clock)>;
-
 struct JobQueueOptions {
   // "sqlite:<directory>", "sqlite::memory:" or "postgresql://...". Default "sqlite:." (the working
   // directory).
   std::string database_url = "sqlite:.";
-  // Default: OpenStore(database_url, {ns = "octop"}).
-  JobStoreFactory store_factory;
   // Time source for every wait and timestamp (and the database's "now" in tests). Must outlive the queue.
   Clock* clock = &Clock::Real();
   // Log sink; default spdlog's default logger.
@@ -199,15 +193,16 @@ class JobQueue {
   Result<EnqueueResult> Enqueue(const JobSpec& spec);
   // All or nothing, in one transaction; results in the order of `specs`.
   Result<std::vector<EnqueueResult>> EnqueueMany(const std::vector<JobSpec>& specs);
-  // Inside the caller's transaction (Store::WithTransaction on this queue's database): the job exists if and
-  // only if the transaction commits. Workers everywhere are woken by the notification the store sends at
-  // commit.
-  Result<EnqueueResult> EnqueueTx(store::StoreTransaction& tx, const JobSpec& spec);
+  // Runs fn inside one transaction of the queue's database, on one connection: commits when fn returns OK
+  // (and every statement succeeded), rolls back otherwise and returns fn's error (or the commit's). fn must
+  // not call this queue's other methods (they may wait for the connection it holds). SQLite: BEGIN
+  // IMMEDIATE, so fn holds the database's write lock: keep it short.
+  Status WithTransaction(const std::function<Status(Transaction&)>& fn);
+  // Inside the caller's transaction: the job exists if and only if the transaction commits. Workers
+  // everywhere are woken by the notification sent at commit.
+  Result<EnqueueResult> EnqueueTx(Transaction& tx, const JobSpec& spec);
   // Makes every producer of this process claim now.
   void WakeAll();
-  // The queue's store (for Store::WithTransaction around EnqueueTx, and for tests). Lives as long as the
-  // queue.
-  store::Store& store();
 
   // ---- Consuming
   // The handler of `kind` (replacing an earlier one). Jobs of kinds without a handler on this node are left
@@ -225,6 +220,9 @@ class JobQueue {
   Result<JobInfo> GetJob(std::string_view id);                     // NotFound "Job <id> does not exist"
   Result<std::vector<JobInfo>> ListJobs(const JobFilter& filter);  // InvalidArgument for a bad limit
   Result<JobSummary> Summarize();
+  // Finished jobs per time bucket over a recent window (the dashboard's sparkline); InvalidArgument for a
+  // window or bucket out of range (JobStatsFilter).
+  Result<JobStats> Stats(const JobStatsFilter& filter);
   // A failed or frozen job back to pending, due now; a frozen job that used up its retries gets exactly one
   // more attempt. NotFound "Job <id> does not exist"; Conflict "Job <id> is <status>" for
   // pending/running/success, or when another live job holds its unique key.
@@ -251,6 +249,7 @@ class JobQueue {
   class Impl;
 
  private:
+  friend struct runtime::JobQueueOpener;
   explicit JobQueue(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -307,7 +307,7 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue) {
     OCTOP_ASSIGN_OR_RETURN(params.bucket, DurationQuery(req, "bucket", params.bucket));
     params.queue = NameQuery(req, "queue");
     params.kind = NameQuery(req, "kind");
-    OCTOP_ASSIGN_OR_RETURN(JobStats stats, q->store().ComputeJobStats(params));
+    OCTOP_ASSIGN_OR_RETURN(JobStats stats, q->Stats(params));
     Json buckets = Json::array();
     long succeeded = 0, frozen = 0;
     for (const JobStatsBucket& b : stats.buckets) {

@@ -16,6 +16,7 @@
 #include "runtime/job_completer.h"
 #include "runtime/job_metrics.h"
 #include "runtime/job_queue_context.h"
+#include "runtime/job_queue_opener.h"
 #include "runtime/job_worker.h"
 #include "runtime/scheduler_context.h"
 #include "store/store.h"
@@ -304,6 +305,18 @@ JobQueue::JobQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 JobQueue::~JobQueue() { Shutdown(); }
 
 Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
+  const std::string url = options.database_url;
+  return runtime::JobQueueOpener::Open(std::move(options), [url](const Clock& clock) {
+    store::StoreOptions so;
+    so.ns = "octop";
+    so.clock = &clock;
+    so.pool_size = 8;  // producers, completer, maintenance and API calls at once
+    return store::OpenStore(url, so);
+  });
+}
+
+Result<std::unique_ptr<JobQueue>> runtime::JobQueueOpener::Open(JobQueueOptions options,
+                                                                const JobStoreFactory& factory) {
   if (options.clock == nullptr) options.clock = &Clock::Real();
   if (!options.logger) options.logger = runtime::DefaultLogger();
   if (options.worker_id.empty()) options.worker_id = DefaultWorkerId();
@@ -319,21 +332,10 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   if (options.prefetch > 0 && options.prefetch_ttl.count() <= 0) {
     return InvalidArgumentError("prefetch_ttl must be longer than zero when prefetch is on");
   }
-  auto impl = std::make_unique<Impl>(std::move(options));
+  auto impl = std::make_unique<JobQueue::Impl>(std::move(options));
   runtime::JobQueueContext& ctx = impl->context;
   const JobQueueOptions& o = ctx.options;
-  Result<std::unique_ptr<store::Store>> opened = InternalError("no store");
-  if (o.store_factory) {
-    opened = o.store_factory(*o.clock);
-  } else {
-    store::StoreOptions so;
-    so.ns = "octop";
-    so.clock = o.clock;
-    so.pool_size = 8;  // producers, completer, maintenance and API calls at once
-    opened = store::OpenStore(o.database_url, so);
-  }
-  if (!opened.ok()) return opened.status();
-  impl->store = std::move(opened).value();
+  OCTOP_ASSIGN_OR_RETURN(impl->store, factory(*o.clock));
   OCTOP_RETURN_IF_ERROR(impl->store->Migrate());
   impl->metrics = std::make_unique<runtime::JobMetrics>(o.metrics_registry);
   ctx.clock = o.clock;
@@ -343,7 +345,7 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   ctx.worker_id = o.worker_id;
   ctx.poll_interval_ms = o.default_poll_interval.count();
   ctx.default_timeout_ms = o.default_timeout.count();
-  Impl* raw = impl.get();
+  JobQueue::Impl* raw = impl.get();
   impl->completer =
       std::make_unique<runtime::JobCompleter>(ctx, [raw](const std::string& queue) { raw->Wake(queue); });
   impl->RefreshConfig();
@@ -351,7 +353,9 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   return std::unique_ptr<JobQueue>(new JobQueue(std::move(impl)));
 }
 
-store::Store& JobQueue::store() { return *impl_->store; }
+Status JobQueue::WithTransaction(const std::function<Status(Transaction&)>& fn) {
+  return impl_->store->WithTransaction(fn);
+}
 
 Result<EnqueueResult> JobQueue::Enqueue(const JobSpec& spec) {
   OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> results, EnqueueMany({spec}));
@@ -373,7 +377,7 @@ Result<std::vector<EnqueueResult>> JobQueue::EnqueueMany(const std::vector<JobSp
   return enqueued;
 }
 
-Result<EnqueueResult> JobQueue::EnqueueTx(store::StoreTransaction& tx, const JobSpec& spec) {
+Result<EnqueueResult> JobQueue::EnqueueTx(Transaction& tx, const JobSpec& spec) {
   OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> enqueued, tx.EnqueueJobs({spec}));
   if (enqueued.empty()) return InternalError("EnqueueJobs returned no result");
   if (!enqueued.front().existing) impl_->metrics->Enqueued(spec.queue, spec.kind);
@@ -478,6 +482,10 @@ Result<JobSummary> JobQueue::Summarize() {
     if (q.paused) out.paused_queues.push_back(q.name);
   }
   return out;
+}
+
+Result<JobStats> JobQueue::Stats(const JobStatsFilter& filter) {
+  return impl_->store->ComputeJobStats(filter);
 }
 
 Status JobQueue::RetryJob(std::string_view id) {

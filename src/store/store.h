@@ -42,6 +42,7 @@
 #include <octop/job.h>
 #include <octop/plugin_division.h>
 #include <octop/status.h>
+#include <octop/transaction.h>
 
 namespace octop::store {
 
@@ -290,30 +291,6 @@ struct DeleteFinishedJobsParams {
   int limit = 10000;
 };
 
-// The result of a caller's statement run through StoreTransaction::Execute: every value as text (NULL =
-// nullopt).
-struct SqlRows {
-  std::vector<std::string> columns;
-  std::vector<std::vector<std::optional<std::string>>> rows;
-  long affected_rows = 0;  // INSERT/UPDATE/DELETE
-};
-
-// A database transaction opened by Store::WithTransaction, on one connection, for the duration of the
-// callback: the caller's own writes and the enqueued jobs commit or roll back together (transactional
-// enqueue). Used by the callback's thread only; must not outlive the callback.
-class StoreTransaction {
- public:
-  virtual ~StoreTransaction() = default;
-  // One statement of the caller's SQL, parameters bound, never interpolated. Placeholders $1, $2, ... work on
-  // both backends (SQLite also takes ?). Tables are the namespace's (PostgreSQL: search_path is the schema).
-  // A failed statement fails the transaction: WithTransaction then rolls back whatever fn returns.
-  virtual Result<SqlRows> Execute(std::string_view sql,
-                                  const std::vector<std::optional<std::string>>& params) = 0;
-  // Store::EnqueueJobs inside this transaction; the kJobsChannel notification is sent only on commit.
-  virtual Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) = 0;
-  virtual std::string_view backend() const = 0;
-};
-
 inline constexpr std::string_view kConfigChannel = "octop_config";  // SetConfig notifies with the key
 
 // ---- Notifications ----------------------------------------------------------------------------------------
@@ -458,7 +435,7 @@ class Store {
   // succeeded), rolls back otherwise, and returns fn's error (or the commit's). fn must not call this Store
   // (it may wait for the connection it holds). SQLite: BEGIN IMMEDIATE, so fn holds the database's write
   // lock: keep it short.
-  virtual Status WithTransaction(const std::function<Status(StoreTransaction&)>& fn) {
+  virtual Status WithTransaction(const std::function<Status(Transaction&)>& fn) {
     (void)fn;
     return FailedPreconditionError("WithTransaction is not supported by this backend");
   }

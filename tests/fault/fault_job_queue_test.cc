@@ -64,14 +64,17 @@ constexpr int kNodeWorkers = 4;
 
 class FaultJobQueueTest : public job_testing::JobQueueTestBase {
  protected:
-  // Options for a node whose store goes through a FaultyStore driven by `plan`, on the fake clock.
-  JobQueueOptions FaultyOptions(std::shared_ptr<FaultPlan> plan) {
-    JobQueueOptions o = Options(&fake_clock_);
-    auto inner_factory = o.store_factory;
-    o.store_factory = [inner_factory, plan](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+  // This test's stores behind a FaultyStore driven by `plan`.
+  runtime::JobStoreFactory FaultyStores(std::shared_ptr<FaultPlan> plan) {
+    return [inner_factory = StoreFactory(), plan](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
       OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner, inner_factory(c));
       return std::unique_ptr<store::Store>(std::make_unique<FaultyStore>(std::move(inner), plan));
     };
+  }
+
+  // Options for a node on the fake clock, opened with FaultyStores.
+  JobQueueOptions FaultyOptions() {
+    JobQueueOptions o = Options(&fake_clock_);
     o.rescue_interval = 1s;
     o.rescue_grace = 0ms;
     o.config_refresh_interval = 1h;
@@ -82,7 +85,7 @@ class FaultJobQueueTest : public job_testing::JobQueueTestBase {
   // fake time much faster than real time: a short one would expire runs that are merely being written.
   JobQueue& Node(std::shared_ptr<FaultPlan> plan, JobRecord& record,
                  std::chrono::milliseconds timeout = std::chrono::hours(1)) {
-    JobQueue& q = Open(FaultyOptions(std::move(plan)));
+    JobQueue& q = Open(FaultyOptions(), FaultyStores(std::move(plan)));
     EXPECT_TRUE(q.RegisterHandler("job",
                                   [&record](const JobContext& ctx) {
                                     record.Enter(ctx.id);
@@ -246,10 +249,10 @@ TEST_P(FaultJobQueueTest, AmbiguousCompletionIsFencedOnRetryAndDoesNotReRun) {
 TEST_P(FaultJobQueueTest, CompletionsNeverWrittenAreRescuedAndRunAgainElsewhereAtLeastOnce) {
   auto broken = std::make_shared<FaultPlan>();
   broken->FailForever(StoreOp::kCompleteJobs);
-  JobQueueOptions options_a = FaultyOptions(broken);
+  JobQueueOptions options_a = FaultyOptions();
   options_a.rescue_interval = 0ms;
   options_a.shutdown_grace = 0ms;
-  JobQueue& a = Open(options_a);
+  JobQueue& a = Open(options_a, FaultyStores(broken));
   ASSERT_TRUE(a.RegisterHandler("job",
                                 [this](const JobContext& ctx) {
                                   record_.Enter(ctx.id);
@@ -315,10 +318,10 @@ TEST_P(FaultJobQueueTest, ManagementCallsReturnAClearStatusWhenTheStoreFailsAndW
 // there are no polls: every ClaimJobs call counted here was started by a wake-up, or is the immediate
 // re-claim after a claim during which a job became due (at most one per wake-up claim).
 TEST_P(FaultJobQueueTest, WakeUpsWithinTheIntervalShareOneClaim) {
-  JobQueueOptions options = FaultyOptions(plan_);
+  JobQueueOptions options = FaultyOptions();
   options.wake_claim_interval = std::chrono::milliseconds(100);
   options.prefetch = 100;  // no claim fills its limit (a full claim is followed by another at once)
-  JobQueue& q = Open(options);
+  JobQueue& q = Open(options, FaultyStores(plan_));
   ASSERT_TRUE(q.RegisterHandler("job", [&](const JobContext& ctx) {
                  record_.Enter(ctx.id);
                  record_.Leave(ctx.id);
@@ -357,9 +360,9 @@ TEST_P(FaultJobQueueTest, WakeUpsWithinTheIntervalShareOneClaim) {
 }
 
 TEST_P(FaultJobQueueTest, AWakeClaimIntervalOutsideZeroTo100MsIsRejected) {
-  JobQueueOptions options = FaultyOptions(plan_);
+  JobQueueOptions options = FaultyOptions();
   options.wake_claim_interval = std::chrono::milliseconds(101);
-  auto opened = JobQueue::Open(options);
+  auto opened = runtime::JobQueueOpener::Open(options, FaultyStores(plan_));
   ASSERT_FALSE(opened.ok());
   EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(opened.status().message().find("wake_claim_interval must be between 0 and 100 ms"),

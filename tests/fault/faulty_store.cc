@@ -133,7 +133,7 @@ Result<std::unique_ptr<store::Listener>> FaultyStore::Listen(std::vector<std::st
 Result<std::vector<EnqueueResult>> FaultyStore::EnqueueJobs(const std::vector<JobSpec>& jobs) {
   return Guard(StoreOp::kEnqueueJobs, [&] { return inner_->EnqueueJobs(jobs); });
 }
-Status FaultyStore::WithTransaction(const std::function<Status(store::StoreTransaction&)>& fn) {
+Status FaultyStore::WithTransaction(const std::function<Status(Transaction&)>& fn) {
   return Guard(StoreOp::kWithTransaction, [&] { return inner_->WithTransaction(fn); });
 }
 Result<std::vector<JobInfo>> FaultyStore::ClaimJobs(const store::ClaimJobsParams& params) {

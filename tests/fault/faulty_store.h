@@ -145,7 +145,7 @@ class FaultyStore final : public store::Store {
   Result<std::unique_ptr<store::Listener>> Listen(std::vector<std::string> channels) override;
 
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override;
-  Status WithTransaction(const std::function<Status(store::StoreTransaction&)>& fn) override;
+  Status WithTransaction(const std::function<Status(Transaction&)>& fn) override;
   Result<std::vector<JobInfo>> ClaimJobs(const store::ClaimJobsParams& params) override;
   Result<std::vector<bool>> CompleteJobs(const std::vector<store::JobCompletion>& completions) override;
   Result<std::vector<store::RescuedJob>> RescueExpiredJobs(

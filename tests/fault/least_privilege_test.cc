@@ -19,6 +19,7 @@
 #include <octop/queue.h>
 #include <octop/scheduler.h>
 
+#include "runtime/job_queue_opener.h"
 #include "runtime_test_support.h"
 #include "store/postgres/postgres_store.h"
 #include "store/store.h"
@@ -192,11 +193,10 @@ TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdl
   // The job queue, with the runtime role.
   JobQueueOptions job_options;
   job_options.logger = [](LogLevel, std::string_view) {};
-  job_options.store_factory = [runtime_url,
-                               jobs_ns](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
-    return store::OpenStore(runtime_url, {.ns = jobs_ns, .clock = &c});
-  };
-  auto queue = JobQueue::Open(job_options);
+  auto queue = runtime::JobQueueOpener::Open(
+      job_options, [runtime_url, jobs_ns](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+        return store::OpenStore(runtime_url, {.ns = jobs_ns, .clock = &c});
+      });
   ASSERT_TRUE(queue.ok()) << queue.status().ToString();
   auto done = std::make_shared<CallCounter>();
   ASSERT_TRUE((*queue)

@@ -498,7 +498,7 @@ TEST_F(BadInputTest, PayloadsStoredTooDeepAreListedAsText) {
   const std::string deep = Nested(500);  // deeper than kMaxJsonDepth, within what SQLite calls JSON
   ASSERT_TRUE(
       (*store)
-          ->WithTransaction([&](store::StoreTransaction& tx) -> Status {
+          ->WithTransaction([&](Transaction& tx) -> Status {
             return tx.Execute("UPDATE octop_jobs SET payload = $1 WHERE kind = 'old'", {deep}).status();
           })
           .ok());

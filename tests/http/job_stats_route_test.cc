@@ -40,6 +40,10 @@ class JobStatsRoute : public ::testing::Test {
     auto queue = JobQueue::Open(options);
     ASSERT_TRUE(queue.ok()) << queue.status().ToString();
     queue_ = std::move(*queue);
+    // The claims and completions of Finish, written as a worker would, at the fake clock's times.
+    auto direct = store::OpenStore(url, {.ns = "octop", .clock = &clock_});
+    ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+    direct_ = std::move(*direct);
     SchedulerOptions scheduler_options;
     scheduler_options.database_url = url;
     scheduler_options.clock = &clock_;
@@ -53,6 +57,7 @@ class JobStatsRoute : public ::testing::Test {
     client_.reset();
     server_.reset();
     scheduler_.reset();
+    direct_.reset();
     queue_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -65,14 +70,14 @@ class JobStatsRoute : public ::testing::Test {
     auto id = queue_->Enqueue(spec);
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     clock_.Advance(latency);
-    auto claimed = queue_->store().ClaimJobs({.queue = "default", .limit = 1, .worker_id = "t"});
+    auto claimed = direct_->ClaimJobs({.queue = "default", .limit = 1, .worker_id = "t"});
     ASSERT_TRUE(claimed.ok() && claimed->size() == 1u);
     clock_.Advance(run);
-    auto applied = queue_->store().CompleteJobs(
-        {{.id = claimed->front().id,
-          .attempt_token = claimed->front().attempt_token.value_or(""),
-          .outcome = succeed ? store::JobOutcome::kSuccess : store::JobOutcome::kFail,
-          .error = succeed ? std::nullopt : std::optional<std::string>("boom")}});
+    auto applied =
+        direct_->CompleteJobs({{.id = claimed->front().id,
+                                .attempt_token = claimed->front().attempt_token.value_or(""),
+                                .outcome = succeed ? store::JobOutcome::kSuccess : store::JobOutcome::kFail,
+                                .error = succeed ? std::nullopt : std::optional<std::string>("boom")}});
     ASSERT_TRUE(applied.ok() && applied->front());
   }
 
@@ -87,6 +92,7 @@ class JobStatsRoute : public ::testing::Test {
   octop::testing::FakeClock clock_;  // 2026-01-01T00:00:00Z; declared first: outlives everything
   std::filesystem::path dir_;
   std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<store::Store> direct_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ApiServer> server_;
   std::unique_ptr<httplib::Client> client_;

@@ -319,14 +319,12 @@ TEST_P(JobQueueTest, TransactionalEnqueueCommitsOrRollsBackWithTheCallersWrites)
                }).ok());
   ASSERT_TRUE(q.AddWorkers("default", 1).ok());
   ASSERT_TRUE(q.Start().ok());
-  ASSERT_TRUE(q.store()
-                  .WithTransaction([](store::StoreTransaction& tx) -> Status {
-                    return tx.Execute("CREATE TABLE app_users (name text)", {}).status();
-                  })
-                  .ok());
+  ASSERT_TRUE(q.WithTransaction([](Transaction& tx) -> Status {
+                 return tx.Execute("CREATE TABLE app_users (name text)", {}).status();
+               }).ok());
 
   std::string rolled_back_id;
-  Status s = q.store().WithTransaction([&](store::StoreTransaction& tx) -> Status {
+  Status s = q.WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.Execute("INSERT INTO app_users (name) VALUES ($1)", {"eve"}).status());
     OCTOP_ASSIGN_OR_RETURN(EnqueueResult r, q.EnqueueTx(tx, Spec("welcome", R"({"user":"eve"})")));
     rolled_back_id = r.id;
@@ -336,7 +334,7 @@ TEST_P(JobQueueTest, TransactionalEnqueueCommitsOrRollsBackWithTheCallersWrites)
   EXPECT_EQ(q.GetJob(rolled_back_id).status().code(), StatusCode::kNotFound);
 
   std::string committed_id;
-  s = q.store().WithTransaction([&](store::StoreTransaction& tx) -> Status {
+  s = q.WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.Execute("INSERT INTO app_users (name) VALUES ($1)", {"ada"}).status());
     OCTOP_ASSIGN_OR_RETURN(EnqueueResult r, q.EnqueueTx(tx, Spec("welcome", R"({"user":"ada"})")));
     committed_id = r.id;

@@ -20,6 +20,7 @@
 #include <octop/queue.h>
 #include <octop/testing/fake_clock.h>
 
+#include "runtime/job_queue_opener.h"
 #include "runtime_test_support.h"
 #include "store/store.h"
 #include "store_test_env.h"
@@ -101,21 +102,26 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
     JobQueueOptions o;
     o.clock = clock;
     o.logger = logs_.AsLogger();
-    auto b = backend();
-    std::string ns = ns_;
-    o.store_factory = [b, ns](const Clock& c) {
-      store::StoreOptions so;
-      so.clock = &c;
-      so.pool_size = 8;
-      return b.open(ns, so);
-    };
     o.retry.base = std::chrono::milliseconds(10);
     o.retry.jitter = 0;
     return o;
   }
 
-  JobQueue& Open(JobQueueOptions options) {
-    auto q = JobQueue::Open(std::move(options));
+  // Opens this test's namespace on the backend under test, as JobQueue::Open opens "octop".
+  runtime::JobStoreFactory StoreFactory() const {
+    auto b = backend();
+    std::string ns = ns_;
+    return [b, ns](const Clock& c) {
+      store::StoreOptions so;
+      so.clock = &c;
+      so.pool_size = 8;
+      return b.open(ns, so);
+    };
+  }
+
+  JobQueue& Open(JobQueueOptions options) { return Open(std::move(options), StoreFactory()); }
+  JobQueue& Open(JobQueueOptions options, const runtime::JobStoreFactory& factory) {
+    auto q = runtime::JobQueueOpener::Open(std::move(options), factory);
     EXPECT_TRUE(q.ok()) << q.status().ToString();
     if (!q.ok()) throw std::runtime_error("cannot open the job queue: " + q.status().ToString());
     queues_.push_back(std::move(q).value());

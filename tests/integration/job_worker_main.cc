@@ -24,6 +24,7 @@
 
 #include <octop/queue.h>
 
+#include "runtime/job_queue_opener.h"
 #include "store/store.h"
 
 namespace {
@@ -97,13 +98,6 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   octop::JobQueueOptions options;
-  options.store_factory = [url, ns](const octop::Clock& clock) {
-    octop::store::StoreOptions so;
-    so.ns = ns;
-    so.clock = &clock;
-    so.pool_size = 8;
-    return octop::store::OpenStore(url, so);
-  };
   options.rescue_interval = std::chrono::milliseconds(rescue_ms);
   options.rescue_grace = std::chrono::milliseconds(grace_ms);
   options.retry.base = std::chrono::milliseconds(retry_base_ms);
@@ -111,7 +105,13 @@ int main(int argc, char** argv) {
   options.logger = [](octop::LogLevel level, std::string_view message) {
     if (level >= octop::LogLevel::kWarn) std::cerr << "[" << ::getpid() << "] " << message << "\n";
   };
-  auto queue = octop::JobQueue::Open(options);
+  auto queue = octop::runtime::JobQueueOpener::Open(options, [url, ns](const octop::Clock& clock) {
+    octop::store::StoreOptions so;
+    so.ns = ns;
+    so.clock = &clock;
+    so.pool_size = 8;
+    return octop::store::OpenStore(url, so);
+  });
   if (!queue.ok()) {
     std::cerr << "octop_job_worker: " << queue.status().ToString() << "\n";
     return 1;

@@ -1000,7 +1000,7 @@ TEST_P(JobsTest, SummaryViewAndFailedJobsViewExist) {
   ASSERT_EQ(claimed.size(), 1u);
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "bad"));
   std::vector<std::vector<std::optional<std::string>>> summary_rows, failed_rows;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
     auto s = tx.Execute("SELECT status, count FROM octop_job_summary WHERE queue = $1 ORDER BY status",
                         {"default"});
     if (!s.ok()) return s.status();
@@ -1113,7 +1113,7 @@ const char* CreateOrders(std::string_view backend) {
 
 TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
   std::string id;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.Execute(CreateOrders(tx.backend()), {}).status());
     auto inserted = tx.Execute("INSERT INTO test_orders (id, note) VALUES ($1, $2)", {"1", "it's 100%"});
     if (!inserted.ok()) return inserted.status();
@@ -1125,7 +1125,7 @@ TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
   }));
   EXPECT_EQ(Get(id).kind, "order.created");
   std::vector<std::vector<std::optional<std::string>>> rows;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
     auto r = tx.Execute("SELECT id, note FROM test_orders WHERE id = $1", {"1"});
     if (!r.ok()) return r.status();
     rows = r->rows;
@@ -1137,8 +1137,8 @@ TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
 
 TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
   OCTOP_ASSERT_OK(store_->WithTransaction(
-      [&](StoreTransaction& tx) { return tx.Execute(CreateOrders(tx.backend()), {}).status(); }));
-  Status status = store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+      [&](Transaction& tx) { return tx.Execute(CreateOrders(tx.backend()), {}).status(); }));
+  Status status = store_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(
         tx.Execute("INSERT INTO test_orders (id, note) VALUES ($1, $2)", {"7", "x"}).status());
     OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("order.created")}).status());
@@ -1147,7 +1147,7 @@ TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
   EXPECT_EQ(Count(), 0);
   long orders = -1;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
     auto r = tx.Execute("SELECT count(*) FROM test_orders", {});
     if (!r.ok()) return r.status();
     orders = std::stol(r->rows.at(0).at(0).value_or("-1"));
@@ -1157,7 +1157,7 @@ TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
 }
 
 TEST_P(JobsTest, TransactionWithAFailedStatementRollsBackEvenIfTheCallbackIgnoresIt) {
-  Status status = store_->WithTransaction([&](StoreTransaction& tx) -> Status {
+  Status status = store_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("k")}).status());
     auto bad = tx.Execute("SELECT * FROM no_such_table_here", {});
     EXPECT_FALSE(bad.ok());
@@ -1169,7 +1169,7 @@ TEST_P(JobsTest, TransactionWithAFailedStatementRollsBackEvenIfTheCallbackIgnore
   EXPECT_EQ(Count(), 0);
   // Parameters are counted, never interpolated.
   Status mismatch = store_->WithTransaction(
-      [&](StoreTransaction& tx) -> Status { return tx.Execute("SELECT $1, $2", {"only one"}).status(); });
+      [&](Transaction& tx) -> Status { return tx.Execute("SELECT $1, $2", {"only one"}).status(); });
   EXPECT_FALSE(mismatch.ok());
 }
 
@@ -1180,7 +1180,7 @@ TEST_P(JobsTest, EnqueueNotifiesTheQueueOnlyOnCommit) {
   ASSERT_NE(node, nullptr);
   JobSpec rolled_back = Job("k");
   rolled_back.queue = "never";
-  EXPECT_FALSE(node->WithTransaction([&](StoreTransaction& tx) -> Status {
+  EXPECT_FALSE(node->WithTransaction([&](Transaction& tx) -> Status {
                      OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({rolled_back}).status());
                      return CancelledError("no");
                    })
@@ -1188,7 +1188,7 @@ TEST_P(JobsTest, EnqueueNotifiesTheQueueOnlyOnCommit) {
   JobSpec committed = Job("k");
   committed.queue = "mail";
   OCTOP_ASSERT_OK(
-      node->WithTransaction([&](StoreTransaction& tx) { return tx.EnqueueJobs({committed}).status(); }));
+      node->WithTransaction([&](Transaction& tx) { return tx.EnqueueJobs({committed}).status(); }));
   JobSpec direct = Job("k");
   direct.queue = "reports";
   OCTOP_ASSERT_OK(node->EnqueueJobs({direct, direct}));

@@ -16,7 +16,7 @@ namespace {
 Status InsertOldRow(Store& store, const std::string& id, const std::string& settings, WallTime next) {
   // SQLite's text form of a time, which PostgreSQL reads as a timestamptz in the session's UTC too.
   const std::string text = sqlite::FormatTime(next);
-  return store.WithTransaction([&](StoreTransaction& tx) -> Status {
+  return store.WithTransaction([&](Transaction& tx) -> Status {
     return tx
         .Execute(
             "INSERT INTO backstage_backend_tasks__tasks (id, settings_json, next_run_start_at) "
@@ -141,7 +141,7 @@ TEST_P(StoreMigrations, UpgradeFromTheFirstSchemaKeepsRowsAndAddsColumns) {
   OCTOP_ASSERT_OK(claimed);
   ASSERT_TRUE(claimed->has_value());
   EXPECT_FALSE(store_
-                   ->WithTransaction([](StoreTransaction& tx) -> Status {
+                   ->WithTransaction([](Transaction& tx) -> Status {
                      return tx
                          .Execute(
                              "INSERT INTO backstage_backend_tasks__tasks (id, settings_json) VALUES ($1, $2)",

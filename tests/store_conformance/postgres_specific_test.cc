@@ -250,7 +250,7 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
   ASSERT_NE(listening.listener, nullptr);
   auto setting = [&] {
     std::string value;
-    Status s = store->WithTransaction([&](StoreTransaction& tx) -> Status {
+    Status s = store->WithTransaction([&](Transaction& tx) -> Status {
       OCTOP_ASSIGN_OR_RETURN(SqlRows rows, tx.Execute("SELECT current_setting('synchronous_commit')", {}));
       if (!rows.rows.empty()) value = rows.rows[0][0].value_or("");
       return Status::Ok();

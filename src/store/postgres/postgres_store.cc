@@ -693,7 +693,7 @@ class PostgresStore final : public Store {
     return out;
   }
 
-  Status WithTransaction(const std::function<Status(StoreTransaction&)>& fn) override {
+  Status WithTransaction(const std::function<Status(Transaction&)>& fn) override {
     OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
     OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
     // The caller's SQL names the namespace's tables unqualified.
@@ -1036,8 +1036,8 @@ class PostgresStore final : public Store {
     return out;
   }
 
-  // StoreTransaction on one pooled connection inside BEGIN (WithTransaction).
-  class PgTransaction final : public StoreTransaction {
+  // Transaction on one pooled connection inside BEGIN (WithTransaction).
+  class PgTransaction final : public Transaction {
    public:
     PgTransaction(PostgresStore& store, postgres::PgConnection& conn) : store_(store), conn_(conn) {}
 

@@ -640,7 +640,7 @@ SqlRows ExecuteCallerStatement(Connection& conn, std::string_view text,
   return out;
 }
 
-class SqliteTransaction final : public StoreTransaction {
+class SqliteTransaction final : public Transaction {
  public:
   SqliteTransaction(Connection& conn, std::string now) : conn_(conn), now_(std::move(now)) {}
 
@@ -1011,7 +1011,7 @@ class SqliteStore final : public Store {
     return result;
   }
 
-  Status WithTransaction(const std::function<Status(StoreTransaction&)>& fn) override {
+  Status WithTransaction(const std::function<Status(Transaction&)>& fn) override {
     std::vector<std::string> queues;
     Status status = Guard([&](Connection& conn) -> Status {
       ImmediateTransaction tx(conn);
