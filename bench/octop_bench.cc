@@ -45,6 +45,7 @@
 
 #include "http/api_server.h"
 #include "runtime/job_queue_opener.h"
+#include "runtime/scheduler_opener.h"
 #include "store/store.h"
 
 namespace octop::bench {
@@ -211,7 +212,7 @@ class Backend {
   virtual Result<std::unique_ptr<store::Store>> OpenFigureStore(const Clock& clock, int pool_size) = 0;
   // The URL a Scheduler takes, and its store factory for the figure's location.
   virtual std::string url() const = 0;
-  virtual StoreFactory SchedulerStores() = 0;
+  virtual runtime::StoreFactory SchedulerStores() = 0;
 };
 
 class PgBackend final : public Backend {
@@ -231,9 +232,9 @@ class PgBackend final : public Backend {
     return store::OpenStore(url_, options);
   }
   std::string url() const override { return url_; }
-  StoreFactory SchedulerStores() override { return SchedulerStoresAs(url_); }
+  runtime::StoreFactory SchedulerStores() override { return SchedulerStoresAs(url_); }
   // A Scheduler store factory connecting as another user (the idle figures count that user's statements).
-  StoreFactory SchedulerStoresAs(const std::string& url) {
+  runtime::StoreFactory SchedulerStoresAs(const std::string& url) {
     const std::string schema = schema_;
     return [url, schema](const std::string& plugin_id, const Clock& clock) {
       store::StoreOptions options;
@@ -275,7 +276,9 @@ class SqliteBackend final : public Backend {
     return store::OpenStore(url(), options);
   }
   std::string url() const override { return "sqlite:" + dir_.string(); }
-  StoreFactory SchedulerStores() override { return {}; }  // the default: one file per plugin in url()
+  runtime::StoreFactory SchedulerStores() override {
+    return {};
+  }  // the default: one file per plugin in url()
 
  private:
   std::filesystem::path root_;
@@ -466,11 +469,11 @@ TaskDefinition GlobalTask(std::string id, TaskFrequency frequency, TaskFunction 
   return task;
 }
 
-SchedulerOptions SchedulerOptionsFor(Backend& backend) {
+// A scheduler on the backend's figure stores.
+std::unique_ptr<Scheduler> SchedulerFor(Backend& backend) {
   SchedulerOptions options;
   options.database_url = backend.url();
-  options.store_factory = backend.SchedulerStores();
-  return options;
+  return runtime::SchedulerOpener::Create(options, backend.SchedulerStores());
 }
 
 void TriggerStart(Backend& backend, Sink& sink, int samples) {
@@ -479,8 +482,8 @@ void TriggerStart(Backend& backend, Sink& sink, int samples) {
     std::mutex mu;
     std::condition_variable cv;
     std::optional<Steady::time_point> entered;  // guarded by mu
-    Scheduler scheduler(SchedulerOptionsFor(backend));
-    PluginScheduler& plugin = scheduler.ForPlugin("bench");
+    std::unique_ptr<Scheduler> scheduler = SchedulerFor(backend);
+    PluginScheduler& plugin = scheduler->ForPlugin("bench");
     Check(plugin.ScheduleTask(GlobalTask("manual", ManualTrigger{},
                                          [&](std::stop_token) {
                                            const auto now = Steady::now();
@@ -534,7 +537,7 @@ void TriggerStart(Backend& backend, Sink& sink, int samples) {
     sink.Add(backend.name(), "trigger_start_p50", {{"triggers", samples}}, Percentile(ms, 0.50), "ms");
     sink.Add(backend.name(), "trigger_start_p99", {{"triggers", samples}}, Percentile(ms, 0.99), "ms");
     server.Stop();
-    scheduler.Shutdown();
+    scheduler->Shutdown();
   }
   backend.EndFigure();
 }
@@ -545,8 +548,8 @@ void CronLateness(Backend& backend, Sink& sink, int fires) {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<double> lateness_ms;  // guarded by mu
-    Scheduler scheduler(SchedulerOptionsFor(backend));
-    PluginScheduler& plugin = scheduler.ForPlugin("bench");
+    std::unique_ptr<Scheduler> scheduler = SchedulerFor(backend);
+    PluginScheduler& plugin = scheduler->ForPlugin("bench");
     // The first fire may follow the registration by less than a second; it is not counted.
     int seen = 0;
     Check(plugin.ScheduleTask(GlobalTask("every-second", CronFrequency{"* * * * * *", "UTC"},
@@ -572,7 +575,7 @@ void CronLateness(Backend& backend, Sink& sink, int fires) {
         throw std::runtime_error("the cron task fired only " + std::to_string(lateness_ms.size()) + " times");
       }
     }
-    scheduler.Shutdown();
+    scheduler->Shutdown();
     std::vector<double> samples;
     {
       std::lock_guard lock(mu);
@@ -617,9 +620,9 @@ void IdleLoad(PgBackend& backend, Sink& sink, const Sizes& sizes) {
     {
       SchedulerOptions options;
       options.database_url = node_url;
-      options.store_factory = backend.SchedulerStoresAs(node_url);
-      Scheduler scheduler(options);
-      PluginScheduler& plugin = scheduler.ForPlugin("bench");
+      std::unique_ptr<Scheduler> scheduler =
+          runtime::SchedulerOpener::Create(options, backend.SchedulerStoresAs(node_url));
+      PluginScheduler& plugin = scheduler->ForPlugin("bench");
       Check(plugin.ScheduleTask(GlobalTask("warmup", ManualTrigger{}, [](std::stop_token) {})), "warmup");
       // Registration is not measured: spread over threads so the commits group on a durable server. The same
       // threads count for every size, so malloc's per-thread arenas exist before the measured 10,000.
@@ -658,7 +661,7 @@ void IdleLoad(PgBackend& backend, Sink& sink, const Sizes& sizes) {
         sink.Add(backend.name(), "memory_per_task", {{"tasks", tasks}},
                  static_cast<double>(rss_after - rss_before) / tasks, "bytes");
       }
-      scheduler.Shutdown();
+      scheduler->Shutdown();
     }
     backend.EndFigure();
   }

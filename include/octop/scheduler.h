@@ -54,9 +54,9 @@ class Registry;
 
 namespace octop {
 
-namespace store {
-class Store;
-}  // namespace store
+namespace runtime {
+struct SchedulerOpener;  // internal: a scheduler on stores of the caller's (tests, benchmarks)
+}  // namespace runtime
 
 // ---- Defining a task --------------------------------------------------------------------------------------
 
@@ -209,11 +209,6 @@ class TaskRunner {
 
 // ---- The scheduler ----------------------------------------------------------------------------------------
 
-// Opens the store of one plugin (namespace = plugin id). The default opens OpenStore(database_url,
-// {ns = plugin_id, plugin_division, clock = clock}); tests substitute fresh namespaces.
-using StoreFactory =
-    std::function<Result<std::unique_ptr<store::Store>>(const std::string& plugin_id, const Clock& clock)>;
-
 struct SchedulerOptions {
   // Where the plugins' tables live: "sqlite:<directory>" (one file per plugin), "sqlite::memory:" or
   // "postgresql://..." (placed by plugin_division). Default "sqlite:." (the working directory).
@@ -237,8 +232,6 @@ struct SchedulerOptions {
   Logger logger;
   // Where run metrics are registered; default: a registry of the scheduler's own (see metrics_registry()).
   std::shared_ptr<prometheus::Registry> metrics_registry;
-  // Default: OpenStore(database_url, ...), see StoreFactory.
-  StoreFactory store_factory;
 };
 
 class Scheduler {
@@ -268,6 +261,8 @@ class Scheduler {
   class Impl;
 
  private:
+  friend struct runtime::SchedulerOpener;
+  explicit Scheduler(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -21,6 +21,7 @@
 #include "runtime/global_task_worker.h"
 #include "runtime/local_task_worker.h"
 #include "runtime/scheduler_context.h"
+#include "runtime/scheduler_opener.h"
 #include "store/store.h"
 
 namespace octop::runtime {

@@ -9,6 +9,7 @@
 #include "runtime/plugin_scheduler_impl.h"
 #include "runtime/scheduler_context.h"
 #include "runtime/scheduler_metrics.h"
+#include "runtime/scheduler_opener.h"
 #include "store/store.h"
 
 namespace octop {
@@ -80,7 +81,7 @@ Status TaskRunner::Run(TaskInvocationDefinition invocation) const {
 
 namespace {
 
-StoreFactory DefaultStoreFactory(std::string url, PluginDivision division) {
+runtime::StoreFactory DefaultStoreFactory(std::string url, PluginDivision division) {
   return [url = std::move(url), division = std::move(division)](const std::string& plugin_id,
                                                                 const Clock& clock) {
     store::StoreOptions options;
@@ -95,7 +96,8 @@ StoreFactory DefaultStoreFactory(std::string url, PluginDivision division) {
 
 class Scheduler::Impl {
  public:
-  explicit Impl(SchedulerOptions opts) : options(std::move(opts)), metrics(options.metrics_registry) {
+  Impl(SchedulerOptions opts, runtime::StoreFactory factory)
+      : options(std::move(opts)), store_factory(std::move(factory)), metrics(options.metrics_registry) {
     context.clock = options.clock != nullptr ? options.clock : &Clock::Real();
     context.logger = options.logger ? options.logger : runtime::DefaultLogger();
     context.metrics = &metrics;
@@ -103,11 +105,10 @@ class Scheduler::Impl {
     context.poll_interval = options.poll_interval.value_or(options.work_check_frequency);
     context.janitor_interval = options.janitor_interval;
     context.shutdown = stop.get_token();
-    if (!options.store_factory)
-      options.store_factory = DefaultStoreFactory(options.database_url, options.plugin_division);
   }
 
   SchedulerOptions options;
+  runtime::StoreFactory store_factory;
   runtime::SchedulerMetrics metrics;
   std::stop_source stop;
   runtime::SchedulerContext context;
@@ -117,7 +118,17 @@ class Scheduler::Impl {
   bool shut_down = false;                                              // guarded by mu
 };
 
-Scheduler::Scheduler(SchedulerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Scheduler::Scheduler(SchedulerOptions options)
+    : impl_(std::make_unique<Impl>(options,
+                                   DefaultStoreFactory(options.database_url, options.plugin_division))) {}
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Scheduler> runtime::SchedulerOpener::Create(SchedulerOptions options, StoreFactory factory) {
+  if (!factory) factory = DefaultStoreFactory(options.database_url, options.plugin_division);
+  return std::unique_ptr<Scheduler>(
+      new Scheduler(std::make_unique<Scheduler::Impl>(std::move(options), std::move(factory))));
+}
 
 Scheduler::~Scheduler() { Shutdown(); }
 
@@ -126,8 +137,8 @@ PluginScheduler& Scheduler::ForPlugin(const std::string& plugin_id) {
   for (auto& plugin : impl_->plugins) {
     if (plugin->plugin_id() == plugin_id) return *plugin;
   }
-  impl_->plugins.push_back(std::make_unique<runtime::PluginSchedulerImpl>(impl_->context, plugin_id,
-                                                                          impl_->options.store_factory));
+  impl_->plugins.push_back(
+      std::make_unique<runtime::PluginSchedulerImpl>(impl_->context, plugin_id, impl_->store_factory));
   if (impl_->shut_down) impl_->plugins.back()->Join();  // born closed
   return *impl_->plugins.back();
 }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "faulty_store.h"
+#include "runtime/scheduler_opener.h"
 #include "scheduler_test_env.h"
 
 namespace octop::fault_testing {
@@ -49,16 +50,16 @@ class FaultSchedulerTest : public runtime_testing::SchedulerTestBase {
     options.janitor_interval = janitor;
     auto backend_copy = backend();
     std::string prefix = ns_prefix_;
-    options.store_factory = [backend_copy, prefix, plan](
-                                const std::string& plugin_id,
-                                const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+    runtime::StoreFactory stores = [backend_copy, prefix, plan](
+                                       const std::string& plugin_id,
+                                       const Clock& c) -> Result<std::unique_ptr<store::Store>> {
       store::StoreOptions o;
       o.clock = &c;
       OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner,
                              backend_copy.open(prefix + "_" + plugin_id, o));
       return std::unique_ptr<store::Store>(std::make_unique<FaultyStore>(std::move(inner), plan));
     };
-    nodes_.push_back(std::make_unique<Scheduler>(options));
+    nodes_.push_back(runtime::SchedulerOpener::Create(options, stores));
     return nodes_.back()->ForPlugin(kPlugin);
   }
 

@@ -20,6 +20,7 @@
 #include <octop/scheduler.h>
 
 #include "runtime/job_queue_opener.h"
+#include "runtime/scheduler_opener.h"
 #include "runtime_test_support.h"
 #include "store/postgres/postgres_store.h"
 #include "store/store.h"
@@ -159,11 +160,12 @@ TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdl
   auto counter = std::make_shared<CallCounter>();
   SchedulerOptions options;
   options.logger = [](LogLevel, std::string_view) {};
-  options.store_factory = [runtime_url, plugin_ns](const std::string&,
-                                                   const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+  runtime::StoreFactory stores =
+      [runtime_url, plugin_ns](const std::string&, const Clock& c) -> Result<std::unique_ptr<store::Store>> {
     return store::OpenStore(runtime_url, {.ns = plugin_ns, .clock = &c});
   };
-  Scheduler scheduler(options);
+  std::unique_ptr<Scheduler> owned = runtime::SchedulerOpener::Create(options, stores);
+  Scheduler& scheduler = *owned;
   PluginScheduler& plugin = scheduler.ForPlugin("demo");
   TaskDefinition task;
   task.id = "lp-task";

@@ -18,6 +18,7 @@
 #include <octop/scheduler.h>
 #include <octop/testing/fake_clock.h>
 
+#include "runtime/scheduler_opener.h"
 #include "runtime_test_support.h"
 #include "store/store.h"
 #include "store_test_env.h"
@@ -122,16 +123,16 @@ class SchedulerTestBase : public ::testing::TestWithParam<store::testing::Backen
     auto backend_copy = backend();
     auto faults = faults_;
     std::string prefix = ns_prefix_;
-    options.store_factory = [backend_copy, prefix, faults](
-                                const std::string& plugin_id,
-                                const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+    runtime::StoreFactory stores = [backend_copy, prefix, faults](
+                                       const std::string& plugin_id,
+                                       const Clock& c) -> Result<std::unique_ptr<store::Store>> {
       store::StoreOptions o;
       o.clock = &c;
       OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner,
                              backend_copy.open(prefix + "_" + plugin_id, o));
       return std::unique_ptr<store::Store>(std::make_unique<FlakyStore>(std::move(inner), faults));
     };
-    nodes_.push_back(std::make_unique<Scheduler>(options));
+    nodes_.push_back(runtime::SchedulerOpener::Create(options, stores));
     return *nodes_.back();
   }
 

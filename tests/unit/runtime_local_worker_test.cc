@@ -11,6 +11,7 @@
 #include <octop/testing/fake_clock.h>
 
 #include "../integration/runtime_test_support.h"
+#include "runtime/scheduler_opener.h"
 #include "store/store.h"
 
 namespace octop {
@@ -31,12 +32,12 @@ class LocalWorkerTest : public ::testing::Test {
     options.clock = &clock_;
     options.logger = logs_.AsLogger();
     // A local-only plugin must never open its database.
-    options.store_factory = [this](const std::string&,
-                                   const Clock&) -> Result<std::unique_ptr<store::Store>> {
+    runtime::StoreFactory stores = [this](const std::string&,
+                                          const Clock&) -> Result<std::unique_ptr<store::Store>> {
       store_opens_++;
       return UnavailableError("local tasks must not touch the database");
     };
-    scheduler_ = std::make_unique<Scheduler>(options);
+    scheduler_ = runtime::SchedulerOpener::Create(options, stores);
     plugin_ = &scheduler_->ForPlugin("test");
   }
   ~LocalWorkerTest() override {

@@ -8,6 +8,7 @@
 #include <octop/testing/fake_clock.h>
 
 #include "../integration/runtime_test_support.h"
+#include "runtime/scheduler_opener.h"
 #include "store/store.h"
 
 namespace octop {
@@ -89,10 +90,11 @@ class ScheduleTaskValidationTest : public ::testing::Test {
     SchedulerOptions options;
     options.clock = &clock_;
     options.logger = [](LogLevel, std::string_view) {};
-    options.store_factory = [](const std::string&, const Clock&) -> Result<std::unique_ptr<store::Store>> {
+    runtime::StoreFactory stores = [](const std::string&,
+                                      const Clock&) -> Result<std::unique_ptr<store::Store>> {
       return UnavailableError("no database in this test");
     };
-    scheduler_ = std::make_unique<Scheduler>(options);
+    scheduler_ = runtime::SchedulerOpener::Create(options, stores);
   }
   Status ScheduleLocal(std::string id) {
     TaskDefinition task;
