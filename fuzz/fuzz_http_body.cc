@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (spec->kind.empty() || spec->kind.size() > 255 || spec->queue.empty() || spec->queue.size() > 255) {
       std::abort();
     }
-    if (spec->max_retries.has_value() && *spec->max_retries < 0) std::abort();
+    if (spec->max_retries < 0) std::abort();
     if (nlohmann::json::parse(spec->payload, nullptr, false).is_discarded()) std::abort();
   }
   if (std::optional<octop::WallTime> at = octop::http::ParseIsoInstant(body)) {
