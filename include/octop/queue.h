@@ -194,8 +194,8 @@ class JobQueue {
   // All or nothing, in one transaction; results in the order of `specs`.
   Result<std::vector<EnqueueResult>> EnqueueMany(const std::vector<JobSpec>& specs);
   // Runs fn inside one transaction of the queue's database, on one connection: commits when fn returns OK
-  // (and every statement succeeded), rolls back otherwise and returns fn's error (or the commit's). fn must
-  // not call this queue's other methods (they may wait for the connection it holds). SQLite: BEGIN
+  // (and every statement succeeded), rolls back otherwise and returns fn's error (or the commit's). Inside fn
+  // call only EnqueueTx of this queue (its other methods may wait for the connection fn holds). SQLite: BEGIN
   // IMMEDIATE, so fn holds the database's write lock: keep it short.
   Status WithTransaction(const std::function<Status(Transaction&)>& fn);
   // Inside the caller's transaction: the job exists if and only if the transaction commits. Workers
