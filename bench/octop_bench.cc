@@ -496,7 +496,7 @@ void TriggerStart(Backend& backend, Sink& sink, int samples) {
           "ScheduleTask");
     http::ApiServerOptions server_options;
     server_options.port = 0;
-    http::ApiServer server(scheduler, server_options);
+    http::ApiServer server(*scheduler, server_options);
     Check(server.Start(), "ApiServer::Start");
     httplib::Client client("127.0.0.1", server.port());
     const std::string path = "/api/bench/.backstage/scheduler/v1/tasks/manual/trigger";
