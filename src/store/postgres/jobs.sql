@@ -9,26 +9,26 @@
 --   created_at, started_at, completed_at, expires_at, unique_key, worker_id
 
 -- name: EnqueueJobs
--- $2 ids, $3 queues, $4 kinds, $5 payloads (text, cast to jsonb), $6 priorities, $7 absolute times (NULL: now + $8),
--- $8 offsets, $9 max_retries, $10 unique keys (NULL: none), $11 the notification prefix "<ns>/".
+-- $2 ids, $3 queues, $4 kinds, $5 payloads (text, cast to jsonb), $6 priorities, $7 scheduled times (NULL: now),
+-- $8 max_retries, $9 unique keys (NULL: none), $10 the notification prefix "<ns>/".
 -- A unique key held by a live job (pending, running, failed) makes ON CONFLICT skip the row: the partial unique index
 -- decides atomically, waiting for a concurrent inserter of the same key to commit or roll back. Skipped items are
--- then looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit. $11 NULL:
+-- then looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit. $10 NULL:
 -- no NOTIFY here (Store::EnqueueJobs sends NotifyJobQueues after its commit instead).
 WITH input AS (
-  SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[],
-                       $8::interval[], $9::int[], $10::text[])
-    WITH ORDINALITY AS t(id, queue, kind, payload, priority, at, delay, max_retries, unique_key, ord)),
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::int[],
+                       $9::text[])
+    WITH ORDINALITY AS t(id, queue, kind, payload, priority, at, max_retries, unique_key, ord)),
 inserted AS (
   INSERT INTO {ns}.octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries,
                                created_at, unique_key)
-  SELECT id, queue, kind, payload::jsonb, priority, COALESCE(at, COALESCE($1::timestamptz, now()) + delay),
+  SELECT id, queue, kind, payload::jsonb, priority, COALESCE(at, $1::timestamptz, now()),
          'pending', 0, max_retries, COALESCE($1::timestamptz, now()), unique_key
   FROM input ORDER BY ord
   ON CONFLICT (unique_key) WHERE status IN ('pending', 'running', 'failed') DO NOTHING
   RETURNING id, queue),
-notified AS (SELECT pg_notify('octop_jobs', $11 || q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
-             WHERE $11::text IS NOT NULL)
+notified AS (SELECT pg_notify('octop_jobs', $10 || q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
+             WHERE $10::text IS NOT NULL)
 SELECT id::text, (SELECT count(*) FROM notified) FROM inserted;
 
 -- name: NotifyJobQueues

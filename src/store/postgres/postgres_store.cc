@@ -984,8 +984,7 @@ class PostgresStore final : public Store {
     std::optional<std::string> prefix;
     if (notify) prefix = postgres::PgNotifyPrefix(schema_);
     for (int attempt = 0; attempt < kEnqueueAttempts && !todo.empty(); ++attempt) {
-      std::vector<std::optional<std::string>> ids, queues, kinds, payloads, priorities, ats, delays, retries,
-          keys;
+      std::vector<std::optional<std::string>> ids, queues, kinds, payloads, priorities, ats, retries, keys;
       for (std::size_t i : todo) {
         const JobSpec& job = jobs[i];
         ids.emplace_back(out[i].id);
@@ -993,13 +992,7 @@ class PostgresStore final : public Store {
         kinds.emplace_back(job.kind);
         payloads.emplace_back(job.payload);
         priorities.emplace_back(std::to_string(job.priority));
-        if (job.scheduled_at.has_value()) {
-          ats.emplace_back(FormatTimestamp(*job.scheduled_at));
-          delays.emplace_back(std::nullopt);
-        } else {
-          ats.emplace_back(std::nullopt);
-          delays.emplace_back(FormatInterval(std::chrono::microseconds(0)));
-        }
+        ats.emplace_back(job.scheduled_at ? std::optional(FormatTimestamp(*job.scheduled_at)) : std::nullopt);
         retries.emplace_back(std::to_string(job.max_retries));
         keys.emplace_back(job.unique_key);
       }
@@ -1008,7 +1001,7 @@ class PostgresStore final : public Store {
           conn.ExecPrepared(enqueue_jobs_.name, enqueue_jobs_.text,
                             {NowParam(), ArrayLiteral(ids), ArrayLiteral(queues), ArrayLiteral(kinds),
                              ArrayLiteral(payloads), ArrayLiteral(priorities), ArrayLiteral(ats),
-                             ArrayLiteral(delays), ArrayLiteral(retries), ArrayLiteral(keys), prefix}));
+                             ArrayLiteral(retries), ArrayLiteral(keys), prefix}));
       std::set<std::string> done;
       for (int r = 0; r < inserted.rows(); ++r) done.insert(inserted.Text(r, 0));
       std::vector<std::size_t> skipped;

@@ -560,9 +560,7 @@ std::vector<EnqueueResult> EnqueueOnConnection(Connection& conn, const std::stri
         continue;
       }
     }
-    const std::string scheduled_at = job.scheduled_at.has_value()
-                                         ? FormatTime(*job.scheduled_at)
-                                         : JobTimeAfter(conn, now, std::chrono::microseconds(0));
+    const std::string scheduled_at = job.scheduled_at ? FormatTime(*job.scheduled_at) : now;
     EnqueueResult inserted{NewJobId(), false};
     Stmt(conn, sql::kInsertJob)
         .Bind(":id", inserted.id)
