@@ -96,8 +96,12 @@ runtime::StoreFactory DefaultStoreFactory(std::string url, PluginDivision divisi
 
 class Scheduler::Impl {
  public:
+  // An empty factory: the plugins' stores open from options.database_url.
   Impl(SchedulerOptions opts, runtime::StoreFactory factory)
-      : options(std::move(opts)), store_factory(std::move(factory)), metrics(options.metrics_registry) {
+      : options(std::move(opts)),
+        store_factory(factory ? std::move(factory)
+                              : DefaultStoreFactory(options.database_url, options.plugin_division)),
+        metrics(options.metrics_registry) {
     context.clock = options.clock != nullptr ? options.clock : &Clock::Real();
     context.logger = options.logger ? options.logger : runtime::DefaultLogger();
     context.metrics = &metrics;
@@ -118,14 +122,11 @@ class Scheduler::Impl {
   bool shut_down = false;                                              // guarded by mu
 };
 
-Scheduler::Scheduler(SchedulerOptions options)
-    : impl_(std::make_unique<Impl>(options,
-                                   DefaultStoreFactory(options.database_url, options.plugin_division))) {}
+Scheduler::Scheduler(SchedulerOptions options) : impl_(std::make_unique<Impl>(std::move(options), nullptr)) {}
 
 Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::unique_ptr<Scheduler> runtime::SchedulerOpener::Create(SchedulerOptions options, StoreFactory factory) {
-  if (!factory) factory = DefaultStoreFactory(options.database_url, options.plugin_division);
   return std::unique_ptr<Scheduler>(
       new Scheduler(std::make_unique<Scheduler::Impl>(std::move(options), std::move(factory))));
 }
