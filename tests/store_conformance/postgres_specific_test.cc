@@ -30,6 +30,7 @@ namespace {
 using postgres::PgAdminSession;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::UrlOfDatabase;
 
 constexpr char kSettings[] = R"({"version":2,"cadence":"PT1M","timeoutAfterDuration":"PT1M"})";
 
@@ -508,13 +509,6 @@ TEST_F(PostgresSpecificTest, PollsThousandsOfIdsInOneStatement) {
 // ---- Plugin placement as Backstage's backend.database decides it (docs/store.md)
 
 // A plugin id short enough for a database name, fresh per call.
-// The test server's URL (postgresql://user@host:port/db[?...]) naming another database.
-std::string UrlOfDatabase(const std::string& url, const std::string& database) {
-  const std::size_t query = url.find('?');
-  const std::size_t slash = url.rfind('/', query == std::string::npos ? url.size() : query);
-  return url.substr(0, slash + 1) + database + (query == std::string::npos ? "" : url.substr(query));
-}
-
 std::string ShortPluginId() {
   std::random_device rd;
   return "pd" + std::to_string(rd() % 100000000u);

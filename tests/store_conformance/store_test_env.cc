@@ -53,6 +53,12 @@ std::string FreshNamespace() {
   return name;
 }
 
+std::string UrlOfDatabase(const std::string& url, const std::string& database) {
+  const std::size_t query = url.find('?');
+  const std::size_t slash = url.rfind('/', query == std::string::npos ? url.size() : query);
+  return url.substr(0, slash + 1) + database + (query == std::string::npos ? "" : url.substr(query));
+}
+
 std::vector<Backend> AllBackends() {
   std::vector<Backend> backends;
   backends.push_back({"sqlite", [](const std::string& ns_key, const StoreOptions& options) {

@@ -28,6 +28,10 @@ std::vector<Backend> AllBackends();
 // name.
 std::string FreshNamespace();
 
+// A test server's URL (postgresql://user@host:port/db[?...]) naming another database, the query kept (a URI,
+// so callers may append parameters).
+std::string UrlOfDatabase(const std::string& url, const std::string& database);
+
 }  // namespace octop::store::testing
 
 #endif  // OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_

@@ -136,13 +136,6 @@ TEST(UpgradeFromRelease, SqliteDatabasesKeepEveryRowAndWork) {
   }
 }
 
-// The server's URL naming another database.
-std::string UrlOfDatabase(const std::string& url, const std::string& database) {
-  const std::size_t query = url.find('?');
-  const std::size_t slash = url.rfind('/', query == std::string::npos ? url.size() : query);
-  return url.substr(0, slash + 1) + database + (query == std::string::npos ? "" : url.substr(query));
-}
-
 // A pg_dump script without psql's meta-commands (\restrict and the like), which only psql understands.
 std::string WithoutMetaCommands(const std::string& dump) {
   std::istringstream in(dump);
