@@ -46,7 +46,8 @@
 #include "http/api_server.h"
 #include "runtime/job_queue_opener.h"
 #include "runtime/scheduler_opener.h"
-#include "store/store.h"
+#include "store/job_store.h"
+#include "store/task_store.h"
 
 namespace octop::bench {
 namespace {
@@ -209,7 +210,7 @@ class Backend {
   // A fresh location for one figure; every store of the figure opens the same one.
   virtual void NewFigure(const std::string& label) = 0;
   virtual void EndFigure() = 0;
-  virtual Result<std::unique_ptr<store::Store>> OpenFigureStore(const Clock& clock, int pool_size) = 0;
+  virtual Result<std::unique_ptr<store::JobStore>> OpenFigureStore(const Clock& clock, int pool_size) = 0;
   // The URL a Scheduler takes, and its store factory for the figure's location.
   virtual std::string url() const = 0;
   virtual runtime::StoreFactory SchedulerStores() = 0;
@@ -224,12 +225,12 @@ class PgBackend final : public Backend {
     admin_.DropSchema(schema_);
   }
   void EndFigure() override { admin_.DropSchema(schema_); }
-  Result<std::unique_ptr<store::Store>> OpenFigureStore(const Clock& clock, int pool_size) override {
+  Result<std::unique_ptr<store::JobStore>> OpenFigureStore(const Clock& clock, int pool_size) override {
     store::StoreOptions options;
     options.ns = schema_;
     options.clock = &clock;
     options.pool_size = pool_size;
-    return store::OpenStore(url_, options);
+    return store::OpenJobStore(url_, options);
   }
   std::string url() const override { return url_; }
   runtime::StoreFactory SchedulerStores() override { return SchedulerStoresAs(url_); }
@@ -240,7 +241,7 @@ class PgBackend final : public Backend {
       store::StoreOptions options;
       options.ns = schema + "_" + plugin_id;
       options.clock = &clock;
-      return store::OpenStore(url, options);
+      return store::OpenTaskStore(url, options);
     };
   }
   std::string schema() const { return schema_; }
@@ -268,12 +269,12 @@ class SqliteBackend final : public Backend {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
-  Result<std::unique_ptr<store::Store>> OpenFigureStore(const Clock& clock, int pool_size) override {
+  Result<std::unique_ptr<store::JobStore>> OpenFigureStore(const Clock& clock, int pool_size) override {
     store::StoreOptions options;
     options.ns = "octop";
     options.clock = &clock;
     options.pool_size = pool_size;
-    return store::OpenStore(url(), options);
+    return store::OpenJobStore(url(), options);
   }
   std::string url() const override { return "sqlite:" + dir_.string(); }
   runtime::StoreFactory SchedulerStores() override {

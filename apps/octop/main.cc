@@ -18,7 +18,8 @@
 #include <octop/json_depth.h>
 
 #include "daemon/daemon_config.h"
-#include "store/store.h"
+#include "store/job_store.h"
+#include "store/task_store.h"
 
 namespace {
 
@@ -374,9 +375,21 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
       return kExitUsage;
     }
   }
+  // The first namespace is the job queue's, the others plugins' task tables: each has its own migration line.
   std::vector<std::unique_ptr<octop::store::Store>> stores;
   for (const std::string& ns : plugins) {
-    auto store = octop::store::OpenStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)});
+    auto open = [&]() -> octop::Result<std::unique_ptr<octop::store::Store>> {
+      if (stores.empty()) {
+        OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<octop::store::JobStore> jobs,
+                               octop::store::OpenJobStore(*g.database, {.ns = ns}));
+        return std::unique_ptr<octop::store::Store>(std::move(jobs));
+      }
+      OCTOP_ASSIGN_OR_RETURN(
+          std::unique_ptr<octop::store::TaskStore> tasks,
+          octop::store::OpenTaskStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)}));
+      return std::unique_ptr<octop::store::Store>(std::move(tasks));
+    };
+    octop::Result<std::unique_ptr<octop::store::Store>> store = open();
     if (!store.ok()) {
       std::cerr << "octop: " << ns << ": " << store.status().message() << "\n";
       // An unknown scheme or a bad namespace is the caller's mistake, not an unreachable database.
@@ -497,7 +510,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     checks.push_back({{"check", name}, {"ok", ok}, {"detail", detail}});
     if (!g.json) std::cout << (ok ? "ok    " : "FAIL  ") << name << ": " << detail << "\n";
   };
-  auto store = octop::store::OpenStore(*g.database, {.ns = "octop"});
+  auto store = octop::store::OpenJobStore(*g.database, {.ns = "octop"});
   if (!store.ok() && store.status().code() == octop::StatusCode::kInvalidArgument) {
     std::cerr << "octop: --database: " << store.status().message() << "\n";  // a usage error, not a check
     return kExitUsage;
@@ -522,7 +535,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     }
   }
   for (const std::string& ns : plugins) {
-    auto s = octop::store::OpenStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)});
+    auto s = octop::store::OpenTaskStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)});
     if (!s.ok()) {
       add("schema " + ns, false, s.status().message());
       continue;
@@ -531,10 +544,10 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     if (!version.ok()) {
       add("schema " + ns, false, version.status().message());
     } else {
-      add("schema " + ns, *version == octop::store::kLatestSchemaVersion,
+      add("schema " + ns, *version == octop::store::kLatestTaskSchemaVersion,
           "version " + std::to_string(*version) + " of " +
-              std::to_string(octop::store::kLatestSchemaVersion) +
-              (*version < octop::store::kLatestSchemaVersion ? " (run: octop migrate)" : ""));
+              std::to_string(octop::store::kLatestTaskSchemaVersion) +
+              (*version < octop::store::kLatestTaskSchemaVersion ? " (run: octop migrate)" : ""));
     }
     // A Backstage node on this plugin's table computes cron runs in its own zone and by the package's walk,
     // whatever timeZone and dstPolicy say.

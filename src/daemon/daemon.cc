@@ -10,7 +10,7 @@
 #include "daemon/command_runner.h"
 #include "http/api_server.h"
 #include "http/job_routes.h"
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace octop::daemon {
 
@@ -249,13 +249,13 @@ Status Daemon::Start() {
   http_options.web_root = web_root_;
   http_options.warn = [](std::string_view message) { spdlog::warn("{}", message); };
   // One connection kept for the readiness probe, opened now so an unreachable database fails the start.
-  auto probe = store::OpenStore(config_.database, {.ns = "octop"});
+  auto probe = store::OpenJobStore(config_.database, {.ns = "octop"});
   if (!probe.ok()) {
     Stop();
     return Status(probe.status().code(),
                   "database " + store::RedactDatabaseUrl(config_.database) + ": " + probe.status().message());
   }
-  std::shared_ptr<store::Store> probe_store = std::move(probe).value();
+  std::shared_ptr<store::JobStore> probe_store = std::move(probe).value();
   // Ready means able to work: the database answers and takes writes (a standby, a read-only file or a full
   // disk answer reads but fail every claim).
   http_options.readiness = [probe_store]() -> Status { return probe_store->CheckWritable(); };

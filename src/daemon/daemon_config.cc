@@ -14,7 +14,7 @@
 #include <octop/json_depth.h>
 #include <octop/task_settings.h>
 
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop::daemon {
 

@@ -11,7 +11,6 @@
 #include <octop/json_depth.h>
 
 #include "http/task_json.h"
-#include "store/store.h"
 
 namespace octop::http {
 

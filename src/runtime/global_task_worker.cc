@@ -40,7 +40,7 @@ std::string NewTicket() {
 }
 
 GlobalTaskWorker::GlobalTaskWorker(const SchedulerContext& context, std::string plugin_id,
-                                   store::Store& store, ClockReading before, WallTime db_now)
+                                   store::TaskStore& store, ClockReading before, WallTime db_now)
     : context_(context), plugin_id_(std::move(plugin_id)), store_(store), db_clock_(*context.clock) {
   db_clock_.Record(before, db_now);
   last_reading_ = before.steady;

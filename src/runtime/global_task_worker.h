@@ -37,7 +37,7 @@
 #include "runtime/database_clock.h"
 #include "runtime/scheduler_context.h"
 #include "runtime/task_cadence.h"
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop::runtime {
 
@@ -45,7 +45,7 @@ class GlobalTaskWorker {
  public:
   // `db_now` is the database's clock read by a query started at `before`, when the store was opened (the
   // first estimate of the database's clock).
-  GlobalTaskWorker(const SchedulerContext& context, std::string plugin_id, store::Store& store,
+  GlobalTaskWorker(const SchedulerContext& context, std::string plugin_id, store::TaskStore& store,
                    ClockReading before, WallTime db_now);
   ~GlobalTaskWorker();  // Join()
   GlobalTaskWorker(const GlobalTaskWorker&) = delete;
@@ -130,7 +130,7 @@ class GlobalTaskWorker {
 
   const SchedulerContext& context_;
   const std::string plugin_id_;
-  store::Store& store_;
+  store::TaskStore& store_;
   WakeSignal wake_;
   DatabaseClock db_clock_;
   SteadyTime last_reading_;                       // poller thread only: when db_clock_ was last read

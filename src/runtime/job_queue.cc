@@ -19,7 +19,7 @@
 #include "runtime/job_queue_opener.h"
 #include "runtime/job_worker.h"
 #include "runtime/scheduler_context.h"
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace octop {
 
@@ -63,7 +63,7 @@ class JobQueue::Impl {
   explicit Impl(JobQueueOptions options) { context.options = std::move(options); }
 
   // Declared first: destroyed last, after every thread that uses it.
-  std::unique_ptr<store::Store> store;
+  std::unique_ptr<store::JobStore> store;
   std::unique_ptr<runtime::JobMetrics> metrics;
   runtime::JobQueueContext context;
   std::unique_ptr<runtime::JobCompleter> completer;
@@ -311,7 +311,7 @@ Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
     so.ns = "octop";
     so.clock = &clock;
     so.pool_size = 8;  // producers, completer, maintenance and API calls at once
-    return store::OpenStore(url, so);
+    return store::OpenJobStore(url, so);
   });
 }
 
@@ -464,11 +464,8 @@ void JobQueue::Shutdown() {
 
 Result<JobInfo> JobQueue::GetJob(std::string_view id) { return impl_->store->GetJob(id); }
 
+// The store checks limit and offset (store/preconditions.cc).
 Result<std::vector<JobInfo>> JobQueue::ListJobs(const JobFilter& filter) {
-  if (filter.limit < 1 || filter.limit > 1000) {
-    return InvalidArgumentError("limit must be between 1 and 1000, got " + std::to_string(filter.limit));
-  }
-  if (filter.offset < 0) return InvalidArgumentError("offset must not be negative");
   return impl_->store->ListJobs(filter);
 }
 

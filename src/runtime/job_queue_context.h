@@ -23,7 +23,7 @@
 
 #include "runtime/database_clock.h"
 #include "runtime/job_metrics.h"
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace octop::runtime {
 
@@ -76,7 +76,7 @@ struct JobQueueContext {
   JobQueueOptions options;  // immutable after Open()
   std::string worker_id;    // stored with each claim: "<hostname>-<pid>"
   Clock* clock = nullptr;
-  store::Store* store = nullptr;
+  store::JobStore* store = nullptr;
   JobMetrics* metrics = nullptr;
   JobHandlerRegistry handlers;
 

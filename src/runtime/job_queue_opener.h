@@ -13,12 +13,12 @@
 #include <octop/queue.h>
 #include <octop/status.h>
 
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace octop::runtime {
 
 // Opens the queue's store with the queue's clock (the database "now" override of tests).
-using JobStoreFactory = std::function<Result<std::unique_ptr<store::Store>>(const Clock& clock)>;
+using JobStoreFactory = std::function<Result<std::unique_ptr<store::JobStore>>(const Clock& clock)>;
 
 struct JobQueueOpener {
   // JobQueue::Open with the store `factory` opens (migrated by the queue, as Open does).

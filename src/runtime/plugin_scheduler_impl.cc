@@ -69,11 +69,12 @@ PluginSchedulerImpl::PluginSchedulerImpl(const SchedulerContext& context, std::s
 
 PluginSchedulerImpl::~PluginSchedulerImpl() { Join(); }
 
-Result<store::Store*> PluginSchedulerImpl::EnsureStore() {
+Result<store::TaskStore*> PluginSchedulerImpl::EnsureStore() {
   std::lock_guard lock(store_mu_);
   if (store_ != nullptr) return store_.get();
   if (store_closed_) return FailedPreconditionError("The scheduler has been shut down");
-  OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> opened, store_factory_(plugin_id_, *context_.clock));
+  OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::TaskStore> opened,
+                         store_factory_(plugin_id_, *context_.clock));
   OCTOP_RETURN_IF_ERROR(opened->Migrate());
   const ClockReading before = context_.clock->Now();
   OCTOP_ASSIGN_OR_RETURN(WallTime db_now, opened->DatabaseNow());
@@ -98,7 +99,7 @@ Status PluginSchedulerImpl::ScheduleTask(TaskDefinition task) {
   }
 
   if (task.scope == TaskScope::kGlobal) {
-    Result<store::Store*> store = EnsureStore();
+    Result<store::TaskStore*> store = EnsureStore();
     if (!store.ok()) return Wrap(store.status(), "Failed to persist task, ");
     OCTOP_ASSIGN_OR_RETURN(
         store::UpsertTaskParams params,
@@ -147,7 +148,7 @@ Status PluginSchedulerImpl::ScheduleTask(TaskDefinition task) {
 
 Status PluginSchedulerImpl::TriggerTask(std::string_view id) {
   if (local_.Has(id)) return local_.Trigger(id);
-  OCTOP_ASSIGN_OR_RETURN(store::Store * store, EnsureStore());
+  OCTOP_ASSIGN_OR_RETURN(store::TaskStore * store, EnsureStore());
   OCTOP_RETURN_IF_ERROR(store->TriggerTask({std::string(id)}));
   // The store notifies every node; this node does not wait for its own notification to come back.
   global_worker()->NoteTriggered(id);
@@ -156,7 +157,7 @@ Status PluginSchedulerImpl::TriggerTask(std::string_view id) {
 
 Status PluginSchedulerImpl::CancelTask(std::string_view id) {
   if (local_.Has(id)) return local_.Cancel(id);
-  OCTOP_ASSIGN_OR_RETURN(store::Store * store, EnsureStore());
+  OCTOP_ASSIGN_OR_RETURN(store::TaskStore * store, EnsureStore());
   store::CancelTaskParams cancel{std::string(id), SerializeErrorMessage("Task was cancelled"), std::nullopt};
   // The cancelled run's next start, computed as a release would (as Backstage's cancel does): otherwise the
   // stale next_run_start_at makes the task claimable at once and a cancelled manual task runs again.
@@ -190,7 +191,7 @@ Result<std::vector<TaskStateEntry>> PluginSchedulerImpl::GetTaskStates() {
   }
   std::vector<store::TaskRow> rows;
   if (!global_ids.empty()) {
-    OCTOP_ASSIGN_OR_RETURN(store::Store * store, EnsureStore());
+    OCTOP_ASSIGN_OR_RETURN(store::TaskStore * store, EnsureStore());
     OCTOP_ASSIGN_OR_RETURN(rows, store->ListTasks({global_ids}));
   }
   std::unordered_map<std::string_view, const store::TaskRow*> by_id;

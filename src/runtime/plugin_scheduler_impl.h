@@ -22,7 +22,7 @@
 #include "runtime/local_task_worker.h"
 #include "runtime/scheduler_context.h"
 #include "runtime/scheduler_opener.h"
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop::runtime {
 
@@ -45,7 +45,7 @@ class PluginSchedulerImpl final : public PluginScheduler {
  private:
   // The plugin's store, opened, migrated and with its global worker started; retried on the next call on
   // failure.
-  Result<store::Store*> EnsureStore();
+  Result<store::TaskStore*> EnsureStore();
   GlobalTaskWorker* global_worker();
 
   const SchedulerContext& context_;
@@ -58,7 +58,7 @@ class PluginSchedulerImpl final : public PluginScheduler {
   bool joined_ = false;                      // guarded by mu_
 
   std::mutex store_mu_;
-  std::unique_ptr<store::Store> store_;       // guarded by store_mu_ until set, then immutable
+  std::unique_ptr<store::TaskStore> store_;   // guarded by store_mu_ until set, then immutable
   std::unique_ptr<GlobalTaskWorker> global_;  // likewise
   std::atomic<GlobalTaskWorker*> global_ready_{nullptr};
   bool store_closed_ = false;  // guarded by store_mu_

@@ -10,7 +10,7 @@
 #include "runtime/scheduler_context.h"
 #include "runtime/scheduler_metrics.h"
 #include "runtime/scheduler_opener.h"
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop {
 
@@ -88,7 +88,7 @@ runtime::StoreFactory DefaultStoreFactory(std::string url, PluginDivision divisi
     options.ns = plugin_id;
     options.plugin_division = division;
     options.clock = &clock;
-    return store::OpenStore(url, options);
+    return store::OpenTaskStore(url, options);
   };
 }
 

@@ -15,14 +15,14 @@
 #include <octop/scheduler.h>
 #include <octop/status.h>
 
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop::runtime {
 
 // Opens the store of one plugin (namespace = plugin id) with the scheduler's clock (the database "now"
 // override of tests).
-using StoreFactory =
-    std::function<Result<std::unique_ptr<store::Store>>(const std::string& plugin_id, const Clock& clock)>;
+using StoreFactory = std::function<Result<std::unique_ptr<store::TaskStore>>(const std::string& plugin_id,
+                                                                             const Clock& clock)>;
 
 struct SchedulerOpener {
   // An empty factory opens the options' database_url, as Scheduler(options) does.

@@ -13,7 +13,7 @@
 
 #include <octop/status.h>
 
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace octop::store {
 

@@ -1,4 +1,5 @@
 #include "store/postgres/postgres_store.h"
+#include "store/preconditions.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
 
@@ -44,29 +45,45 @@ std::string RedactDatabaseUrl(std::string_view url) {
   return out;
 }
 
-Result<std::unique_ptr<Store>> OpenStore(const std::string& url, const StoreOptions& options) {
+Result<DatabaseLocation> ParseDatabaseUrl(const std::string& url) {
   constexpr std::string_view kSqlite = "sqlite:";
   if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
-    return OpenPostgresStore(url, options);
+    return DatabaseLocation{"postgres", url};
   if (url.starts_with(kSqlite)) {
     std::string location = url.substr(kSqlite.size());
     if (location.starts_with("//"))
       location = location.substr(2);  // sqlite:///var/lib/octop -> /var/lib/octop
     if (location.empty()) return InvalidArgumentError("sqlite URL '" + url + "' names no directory");
-    return OpenSqliteStore(location, options);
+    return DatabaseLocation{"sqlite", std::move(location)};
   }
   return InvalidArgumentError("unknown database URL '" + RedactDatabaseUrl(url) +
                               "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
 }
 
+Result<std::unique_ptr<TaskStore>> OpenTaskStore(const std::string& url, const StoreOptions& options) {
+  OCTOP_ASSIGN_OR_RETURN(DatabaseLocation at, ParseDatabaseUrl(url));
+  Result<std::unique_ptr<TaskStore>> backend = at.backend == "postgres"
+                                                   ? OpenPostgresTaskStore(at.location, options)
+                                                   : OpenSqliteTaskStore(at.location, options);
+  if (!backend.ok()) return backend.status();
+  return WithTaskPreconditions(std::move(backend).value());
+}
+
+Result<std::unique_ptr<JobStore>> OpenJobStore(const std::string& url, const StoreOptions& options) {
+  OCTOP_ASSIGN_OR_RETURN(DatabaseLocation at, ParseDatabaseUrl(url));
+  Result<std::unique_ptr<JobStore>> backend = at.backend == "postgres"
+                                                  ? OpenPostgresJobStore(at.location, options)
+                                                  : OpenSqliteJobStore(at.location, options);
+  if (!backend.ok()) return backend.status();
+  return WithJobPreconditions(std::move(backend).value());
+}
+
 Status ValidateStoreNamespace(const std::string& url, const std::string& ns,
                               const std::optional<PluginDivision>& division) {
-  if (url.starts_with("postgresql://") || url.starts_with("postgres://"))
-    return ValidatePostgresNamespace(ns, division);
-  if (url == "sqlite::memory:") return Status::Ok();
-  if (url.starts_with("sqlite:")) return ValidateSqliteNamespace(ns);
-  return InvalidArgumentError("unknown database URL '" + RedactDatabaseUrl(url) +
-                              "': expected sqlite:<directory>, sqlite::memory: or postgresql://...");
+  OCTOP_ASSIGN_OR_RETURN(DatabaseLocation at, ParseDatabaseUrl(url));
+  if (at.backend == "postgres") return ValidatePostgresNamespace(ns, division);
+  if (at.location == ":memory:") return Status::Ok();
+  return ValidateSqliteNamespace(ns);
 }
 
 }  // namespace octop::store

@@ -1,9 +1,9 @@
-// What every Store backend shares: task id validation (done before any write, identically on every backend).
-#include "store/store.h"
-
+// What every task store shares: task id validation (done before any write, identically on every backend).
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "store/task_store.h"
 
 namespace octop::store {
 

@@ -1,4 +1,4 @@
-// Fault injection at the store seam for the job queue (docs/reliability.md): a FaultyStore under each
+// Fault injection at the store seam for the job queue (docs/reliability.md): a FaultyJobStore under each
 // JobQueue node drops the connection before the claim or completion statement, or after its COMMIT (an
 // ambiguous commit), and fails the management calls. The invariants, as docs/jobs.md promises them: every job
 // reaches a final status, none is lost, none runs twice at once, and delivery is at-least-once -- a job runs
@@ -64,12 +64,13 @@ constexpr int kNodeWorkers = 4;
 
 class FaultJobQueueTest : public job_testing::JobQueueTestBase {
  protected:
-  // This test's stores behind a FaultyStore driven by `plan`.
+  // This test's stores behind a FaultyJobStore driven by `plan`.
   runtime::JobStoreFactory FaultyStores(std::shared_ptr<FaultPlan> plan) {
-    return [inner_factory = StoreFactory(), plan](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
-      OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner, inner_factory(c));
-      return std::unique_ptr<store::Store>(std::make_unique<FaultyStore>(std::move(inner), plan));
-    };
+    return
+        [inner_factory = StoreFactory(), plan](const Clock& c) -> Result<std::unique_ptr<store::JobStore>> {
+          OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::JobStore> inner, inner_factory(c));
+          return std::unique_ptr<store::JobStore>(std::make_unique<FaultyJobStore>(std::move(inner), plan));
+        };
   }
 
   // Options for a node on the fake clock, opened with FaultyStores.
@@ -110,7 +111,7 @@ class FaultJobQueueTest : public job_testing::JobQueueTestBase {
   }
 
   // Every job of `ids` is in a final status (success), read from the database.
-  bool AllSucceeded(store::Store& db, const std::vector<std::string>& ids) {
+  bool AllSucceeded(store::JobStore& db, const std::vector<std::string>& ids) {
     for (const std::string& id : ids) {
       auto job = db.GetJob(id);
       if (!job.ok() || job->status != JobStatus::kSuccess) return false;
@@ -136,7 +137,7 @@ WallTime FakeStart() { return testing::FakeClock::DefaultStart(); }
 
 TEST_P(FaultJobQueueTest, ClaimDroppedBeforeTheStatementLosesNothingAndRunsEachJobOnce) {
   JobQueue& q = Node(plan_, record_);
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
   plan_->FailNext(StoreOp::kClaimJobs, 3);
   ASSERT_TRUE(q.Start().ok());
   const auto ids = EnqueueJobs(q, kJobs);
@@ -166,7 +167,7 @@ TEST_P(FaultJobQueueTest, ClaimDroppedBeforeTheStatementLosesNothingAndRunsEachJ
 TEST_P(FaultJobQueueTest, AmbiguousClaimStrandsItsJobsUntilTheRescuerThenEachRunsOnce) {
   constexpr auto kTimeout = std::chrono::minutes(10);
   JobQueue& q = Node(plan_, record_, kTimeout);
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
   const auto ids = EnqueueJobs(q, kJobs);  // before Start: the first claim takes a full batch
   plan_->FailNext(StoreOp::kClaimJobs, 1, FaultKind::kAmbiguousCommit);
   ASSERT_TRUE(q.Start().ok());
@@ -217,7 +218,7 @@ TEST_P(FaultJobQueueTest, AmbiguousClaimStrandsItsJobsUntilTheRescuerThenEachRun
 
 TEST_P(FaultJobQueueTest, CompletionDroppedBeforeTheStatementIsRetriedAndNothingRunsTwice) {
   JobQueue& q = Node(plan_, record_);
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
   plan_->FailNext(StoreOp::kCompleteJobs, 2);
   ASSERT_TRUE(q.Start().ok());
   const auto ids = EnqueueJobs(q, kJobs);
@@ -232,7 +233,7 @@ TEST_P(FaultJobQueueTest, CompletionDroppedBeforeTheStatementIsRetriedAndNothing
 
 TEST_P(FaultJobQueueTest, AmbiguousCompletionIsFencedOnRetryAndDoesNotReRun) {
   JobQueue& q = Node(plan_, record_);
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
   plan_->FailNext(StoreOp::kCompleteJobs, 1, FaultKind::kAmbiguousCommit);
   ASSERT_TRUE(q.Start().ok());
   const auto ids = EnqueueJobs(q, kJobs);
@@ -263,7 +264,7 @@ TEST_P(FaultJobQueueTest, CompletionsNeverWrittenAreRescuedAndRunAgainElsewhereA
                   .ok());
   ASSERT_TRUE(a.AddWorkers("default", 4).ok());
   ASSERT_TRUE(a.Start().ok());
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
   const auto ids = EnqueueJobs(a, 4);
   ASSERT_TRUE(Eventually([&] { return record_.total() == 4; }));
   a.Shutdown();  // gives up on the unwritable completions: the jobs stay running in the database
@@ -284,7 +285,7 @@ TEST_P(FaultJobQueueTest, CompletionsNeverWrittenAreRescuedAndRunAgainElsewhereA
 
 TEST_P(FaultJobQueueTest, ManagementCallsReturnAClearStatusWhenTheStoreFailsAndWriteNothing) {
   JobQueue& q = Node(plan_, record_);
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
 
   plan_->FailNext(StoreOp::kEnqueueJobs, 1);
   auto enqueued = q.Enqueue(Spec("job"));
@@ -329,7 +330,7 @@ TEST_P(FaultJobQueueTest, WakeUpsWithinTheIntervalShareOneClaim) {
                }).ok());
   ASSERT_TRUE(q.AddWorkers("default", 4).ok());
   ASSERT_TRUE(q.Start().ok());
-  store::Store& db = Direct(fake_clock_);
+  store::JobStore& db = Direct(fake_clock_);
   const std::vector<std::string> first = EnqueueJobs(q, 1);
   ASSERT_TRUE(Eventually([&] { return AllSucceeded(db, first); })) << logs_.Dump();
   const long claims_before = plan_->calls(StoreOp::kClaimJobs);

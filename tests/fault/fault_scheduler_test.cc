@@ -1,4 +1,4 @@
-// Fault injection at the store seam for global tasks (docs/reliability.md): a FaultyStore under each
+// Fault injection at the store seam for global tasks (docs/reliability.md): a FaultyTaskStore under each
 // scheduler node drops the connection before a claim or release statement, or after its COMMIT (an ambiguous
 // commit), and fails trigger/cancel/state reads. Every test asserts the scheduler's invariants: the task
 // still runs later, never twice at once, a run's ticket stays until a release or the janitor frees it, and a
@@ -52,12 +52,12 @@ class FaultSchedulerTest : public runtime_testing::SchedulerTestBase {
     std::string prefix = ns_prefix_;
     runtime::StoreFactory stores = [backend_copy, prefix, plan](
                                        const std::string& plugin_id,
-                                       const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+                                       const Clock& c) -> Result<std::unique_ptr<store::TaskStore>> {
       store::StoreOptions o;
       o.clock = &c;
-      OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner,
+      OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::TaskStore> inner,
                              backend_copy.open(prefix + "_" + plugin_id, o));
-      return std::unique_ptr<store::Store>(std::make_unique<FaultyStore>(std::move(inner), plan));
+      return std::unique_ptr<store::TaskStore>(std::make_unique<FaultyTaskStore>(std::move(inner), plan));
     };
     nodes_.push_back(runtime::SchedulerOpener::Create(options, stores));
     return nodes_.back()->ForPlugin(kPlugin);
@@ -81,7 +81,7 @@ class FaultSchedulerTest : public runtime_testing::SchedulerTestBase {
     });
   }
 
-  bool Released(store::Store& db, const std::string& id) {
+  bool Released(store::TaskStore& db, const std::string& id) {
     auto row = Row(db, id);
     return row.has_value() && !row->current_run_ticket.has_value() && row->last_run_ended_at.has_value();
   }
@@ -94,7 +94,7 @@ TEST_P(FaultSchedulerTest, ClaimDroppedBeforeTheStatementRunsTheTaskOnALaterTick
   PluginScheduler& plugin = FaultyNode(plan_);
   RunRecord& record = Make<RunRecord>();
   ASSERT_TRUE(plugin.ScheduleTask(Manual("t", record)).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
 
   plan_->FailNext(StoreOp::kTryClaimTask, 2);
   ASSERT_TRUE(plugin.TriggerTask("t").ok());
@@ -113,7 +113,7 @@ TEST_P(FaultSchedulerTest, AmbiguousClaimHoldsTheTicketUntilTheJanitorFreesItThe
   PluginScheduler& plugin = FaultyNode(plan_, 1s);
   RunRecord& record = Make<RunRecord>();
   ASSERT_TRUE(plugin.ScheduleTask(Manual("t", record)).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   const WallTime t0 = clock_.WallNow();
 
   plan_->FailNext(StoreOp::kTryClaimTask, 1, FaultKind::kAmbiguousCommit);
@@ -150,7 +150,7 @@ TEST_P(FaultSchedulerTest, ReleaseDroppedBeforeTheStatementIsRetriedAndNothingIs
   PluginScheduler& plugin = FaultyNode(plan_);
   RunRecord& record = Make<RunRecord>();
   ASSERT_TRUE(plugin.ScheduleTask(Manual("t", record)).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
 
   plan_->FailNext(StoreOp::kTryReleaseTask, 3);
   ASSERT_TRUE(plugin.TriggerTask("t").ok());
@@ -175,7 +175,7 @@ TEST_P(FaultSchedulerTest, ANodeThatCannotReleaseIsReclaimedAfterTheTimeoutAndIt
   RunRecord& record = Make<RunRecord>();
   Gate& b_gate = Make<Gate>();
   ASSERT_TRUE(a.ScheduleTask(Manual("t", record)).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
 
   broken->FailForever(StoreOp::kTryReleaseTask);
   ASSERT_TRUE(a.TriggerTask("t").ok());
@@ -210,7 +210,7 @@ TEST_P(FaultSchedulerTest, AmbiguousReleaseIsRetriedHarmlessly) {
   PluginScheduler& plugin = FaultyNode(plan_);
   RunRecord& record = Make<RunRecord>();
   ASSERT_TRUE(plugin.ScheduleTask(Manual("t", record)).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
 
   plan_->FailNext(StoreOp::kTryReleaseTask, 1, FaultKind::kAmbiguousCommit);
   ASSERT_TRUE(plugin.TriggerTask("t").ok());
@@ -229,7 +229,7 @@ TEST_P(FaultSchedulerTest, TriggerCancelAndStateReadsReturnAClearStatusWhenTheSt
   RunRecord& record = Make<RunRecord>();
   Gate& gate = Make<Gate>();
   ASSERT_TRUE(plugin.ScheduleTask(Manual("t", record, &gate)).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
 
   plan_->FailNext(StoreOp::kTriggerTask, 1);
   Status trigger = plugin.TriggerTask("t");

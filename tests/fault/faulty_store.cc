@@ -4,20 +4,41 @@ namespace octop::fault_testing {
 
 std::string_view StoreOpName(StoreOp op) {
   static constexpr std::array<std::string_view, static_cast<std::size_t>(StoreOp::kCount)> kNames = {
-      "Migrate",           "SchemaVersion",      "MigrateTo",
-      "AppliedMigrations", "DescribeTable",      "DescribeIndexes",
-      "DatabaseNow",       "CheckWritable",      "CountBackstageSessions",
-      "UpsertTask",        "PollTasks",          "TryClaimTask",
-      "CheckTaskTicket",   "TryReleaseTask",     "TriggerTask",
-      "CancelTask",        "CapTaskNextRun",     "SweepExpiredTaskRuns",
-      "ListTasks",         "DeleteTask",         "Listen",
-      "EnqueueJobs",       "WithTransaction",    "ClaimJobs",
-      "CompleteJobs",      "RescueExpiredJobs",  "RenewJobLeases",
-      "RetryJob",          "CancelJob",          "GetJob",
-      "ListJobs",          "ListFailedJobs",     "SummarizeJobs",
-      "ComputeJobStats",   "NextJobDueAt",       "SetQueuePaused",
-      "ListQueues",        "DeleteFinishedJobs", "GetConfig",
-      "SetConfig",         "ListConfig",
+      "Migrate",
+      "SchemaVersion",
+      "DatabaseNow",
+      "CheckWritable",
+      "CountBackstageSessions",
+      "UpsertTask",
+      "PollTasks",
+      "TryClaimTask",
+      "CheckTaskTicket",
+      "TryReleaseTask",
+      "TriggerTask",
+      "CancelTask",
+      "CapTaskNextRun",
+      "SweepExpiredTaskRuns",
+      "ListTasks",
+      "Listen",
+      "EnqueueJobs",
+      "WithTransaction",
+      "ClaimJobs",
+      "CompleteJobs",
+      "RescueExpiredJobs",
+      "RenewJobLeases",
+      "RetryJob",
+      "CancelJob",
+      "GetJob",
+      "ListJobs",
+      "ListFailedJobs",
+      "SummarizeJobs",
+      "ComputeJobStats",
+      "NextJobDueAt",
+      "SetQueuePaused",
+      "ListQueues",
+      "DeleteFinishedJobs",
+      "GetConfig",
+      "SetConfig",
   };
   const auto i = static_cast<std::size_t>(op);
   return i < kNames.size() ? kNames[i] : "?";
@@ -63,134 +84,167 @@ std::optional<FaultKind> FaultPlan::Take(StoreOp op) {
   return rule.kind;
 }
 
-Status FaultyStore::Migrate() {
-  return Guard(StoreOp::kMigrate, [&] { return inner_->Migrate(); });
-}
-Result<int> FaultyStore::SchemaVersion() {
-  return Guard(StoreOp::kSchemaVersion, [&] { return inner_->SchemaVersion(); });
-}
-Status FaultyStore::MigrateTo(int version) {
-  return Guard(StoreOp::kMigrateTo, [&] { return inner_->MigrateTo(version); });
-}
-Result<std::vector<std::string>> FaultyStore::AppliedMigrations() {
-  return Guard(StoreOp::kAppliedMigrations, [&] { return inner_->AppliedMigrations(); });
-}
-Result<std::vector<store::ColumnInfo>> FaultyStore::DescribeTable(std::string_view table) {
-  return Guard(StoreOp::kDescribeTable, [&] { return inner_->DescribeTable(table); });
-}
-Result<std::vector<store::IndexInfo>> FaultyStore::DescribeIndexes(std::string_view table) {
-  return Guard(StoreOp::kDescribeIndexes, [&] { return inner_->DescribeIndexes(table); });
-}
-Status FaultyStore::CheckWritable() {
-  return Guard(StoreOp::kCheckWritable, [&] { return inner_->CheckWritable(); });
+Status FaultyTaskStore::Migrate() {
+  return Faulted(*plan_, StoreOp::kMigrate, [&] { return target().Migrate(); });
 }
 
-Result<WallTime> FaultyStore::DatabaseNow() {
-  return Guard(StoreOp::kDatabaseNow, [&] { return inner_->DatabaseNow(); });
+Status FaultyJobStore::Migrate() {
+  return Faulted(*plan_, StoreOp::kMigrate, [&] { return target().Migrate(); });
 }
 
-Result<int> FaultyStore::CountBackstageSessions() {
-  return Guard(StoreOp::kCountBackstageSessions, [&] { return inner_->CountBackstageSessions(); });
-}
-Status FaultyStore::UpsertTask(const store::UpsertTaskParams& params) {
-  return Guard(StoreOp::kUpsertTask, [&] { return inner_->UpsertTask(params); });
-}
-Result<store::PollTasksResult> FaultyStore::PollTasks(const store::PollTasksParams& params) {
-  return Guard(StoreOp::kPollTasks, [&] { return inner_->PollTasks(params); });
-}
-Result<std::optional<store::ClaimedRun>> FaultyStore::TryClaimTask(const store::ClaimTaskParams& params) {
-  return Guard(StoreOp::kTryClaimTask, [&] { return inner_->TryClaimTask(params); });
-}
-Result<bool> FaultyStore::CheckTaskTicket(const store::CheckTaskTicketParams& params) {
-  return Guard(StoreOp::kCheckTaskTicket, [&] { return inner_->CheckTaskTicket(params); });
-}
-Result<bool> FaultyStore::TryReleaseTask(const store::ReleaseTaskParams& params) {
-  return Guard(StoreOp::kTryReleaseTask, [&] { return inner_->TryReleaseTask(params); });
-}
-Status FaultyStore::TriggerTask(const store::TriggerTaskParams& params) {
-  return Guard(StoreOp::kTriggerTask, [&] { return inner_->TriggerTask(params); });
-}
-Status FaultyStore::CancelTask(const store::CancelTaskParams& params) {
-  return Guard(StoreOp::kCancelTask, [&] { return inner_->CancelTask(params); });
-}
-Result<bool> FaultyStore::CapTaskNextRun(const store::CapTaskNextRunParams& params) {
-  return Guard(StoreOp::kCapTaskNextRun, [&] { return inner_->CapTaskNextRun(params); });
+Result<int> FaultyTaskStore::SchemaVersion() {
+  return Faulted(*plan_, StoreOp::kSchemaVersion, [&] { return target().SchemaVersion(); });
 }
 
-Result<std::vector<std::string>> FaultyStore::SweepExpiredTaskRuns(
+Result<int> FaultyJobStore::SchemaVersion() {
+  return Faulted(*plan_, StoreOp::kSchemaVersion, [&] { return target().SchemaVersion(); });
+}
+
+Status FaultyTaskStore::CheckWritable() {
+  return Faulted(*plan_, StoreOp::kCheckWritable, [&] { return target().CheckWritable(); });
+}
+
+Status FaultyJobStore::CheckWritable() {
+  return Faulted(*plan_, StoreOp::kCheckWritable, [&] { return target().CheckWritable(); });
+}
+
+Result<WallTime> FaultyTaskStore::DatabaseNow() {
+  return Faulted(*plan_, StoreOp::kDatabaseNow, [&] { return target().DatabaseNow(); });
+}
+
+Result<WallTime> FaultyJobStore::DatabaseNow() {
+  return Faulted(*plan_, StoreOp::kDatabaseNow, [&] { return target().DatabaseNow(); });
+}
+
+Result<int> FaultyTaskStore::CountBackstageSessions() {
+  return Faulted(*plan_, StoreOp::kCountBackstageSessions, [&] { return target().CountBackstageSessions(); });
+}
+
+Status FaultyTaskStore::UpsertTask(const store::UpsertTaskParams& params) {
+  return Faulted(*plan_, StoreOp::kUpsertTask, [&] { return target().UpsertTask(params); });
+}
+
+Result<store::PollTasksResult> FaultyTaskStore::PollTasks(const store::PollTasksParams& params) {
+  return Faulted(*plan_, StoreOp::kPollTasks, [&] { return target().PollTasks(params); });
+}
+
+Result<std::optional<store::ClaimedRun>> FaultyTaskStore::TryClaimTask(const store::ClaimTaskParams& params) {
+  return Faulted(*plan_, StoreOp::kTryClaimTask, [&] { return target().TryClaimTask(params); });
+}
+
+Result<bool> FaultyTaskStore::CheckTaskTicket(const store::CheckTaskTicketParams& params) {
+  return Faulted(*plan_, StoreOp::kCheckTaskTicket, [&] { return target().CheckTaskTicket(params); });
+}
+
+Result<bool> FaultyTaskStore::TryReleaseTask(const store::ReleaseTaskParams& params) {
+  return Faulted(*plan_, StoreOp::kTryReleaseTask, [&] { return target().TryReleaseTask(params); });
+}
+
+Status FaultyTaskStore::TriggerTask(const store::TriggerTaskParams& params) {
+  return Faulted(*plan_, StoreOp::kTriggerTask, [&] { return target().TriggerTask(params); });
+}
+
+Status FaultyTaskStore::CancelTask(const store::CancelTaskParams& params) {
+  return Faulted(*plan_, StoreOp::kCancelTask, [&] { return target().CancelTask(params); });
+}
+
+Result<bool> FaultyTaskStore::CapTaskNextRun(const store::CapTaskNextRunParams& params) {
+  return Faulted(*plan_, StoreOp::kCapTaskNextRun, [&] { return target().CapTaskNextRun(params); });
+}
+
+Result<std::vector<std::string>> FaultyTaskStore::SweepExpiredTaskRuns(
     const store::SweepExpiredTaskRunsParams& params) {
-  return Guard(StoreOp::kSweepExpiredTaskRuns, [&] { return inner_->SweepExpiredTaskRuns(params); });
-}
-Result<std::vector<store::TaskRow>> FaultyStore::ListTasks(const store::ListTasksParams& params) {
-  return Guard(StoreOp::kListTasks, [&] { return inner_->ListTasks(params); });
-}
-Status FaultyStore::DeleteTask(const store::DeleteTaskParams& params) {
-  return Guard(StoreOp::kDeleteTask, [&] { return inner_->DeleteTask(params); });
-}
-Result<std::unique_ptr<store::Listener>> FaultyStore::Listen(std::vector<std::string> channels) {
-  return Guard(StoreOp::kListen, [&] { return inner_->Listen(std::move(channels)); });
-}
-Result<std::vector<EnqueueResult>> FaultyStore::EnqueueJobs(const std::vector<JobSpec>& jobs) {
-  return Guard(StoreOp::kEnqueueJobs, [&] { return inner_->EnqueueJobs(jobs); });
-}
-Status FaultyStore::WithTransaction(const std::function<Status(Transaction&)>& fn) {
-  return Guard(StoreOp::kWithTransaction, [&] { return inner_->WithTransaction(fn); });
-}
-Result<std::vector<JobInfo>> FaultyStore::ClaimJobs(const store::ClaimJobsParams& params) {
-  return Guard(StoreOp::kClaimJobs, [&] { return inner_->ClaimJobs(params); });
-}
-Result<std::vector<bool>> FaultyStore::CompleteJobs(const std::vector<store::JobCompletion>& completions) {
-  return Guard(StoreOp::kCompleteJobs, [&] { return inner_->CompleteJobs(completions); });
-}
-Result<std::vector<store::RescuedJob>> FaultyStore::RescueExpiredJobs(
-    const store::RescueExpiredJobsParams& params) {
-  return Guard(StoreOp::kRescueExpiredJobs, [&] { return inner_->RescueExpiredJobs(params); });
+  return Faulted(*plan_, StoreOp::kSweepExpiredTaskRuns,
+                 [&] { return target().SweepExpiredTaskRuns(params); });
 }
 
-Result<long> FaultyStore::RenewJobLeases(const store::RenewJobLeasesParams& params) {
-  return Guard(StoreOp::kRenewJobLeases, [&] { return inner_->RenewJobLeases(params); });
+Result<std::vector<store::TaskRow>> FaultyTaskStore::ListTasks(const store::ListTasksParams& params) {
+  return Faulted(*plan_, StoreOp::kListTasks, [&] { return target().ListTasks(params); });
 }
-Status FaultyStore::RetryJob(const store::RetryJobParams& params) {
-  return Guard(StoreOp::kRetryJob, [&] { return inner_->RetryJob(params); });
+
+Result<std::unique_ptr<store::Listener>> FaultyTaskStore::Listen(std::vector<std::string> channels) {
+  return Faulted(*plan_, StoreOp::kListen, [&] { return target().Listen(std::move(channels)); });
 }
-Status FaultyStore::CancelJob(const store::CancelJobParams& params) {
-  return Guard(StoreOp::kCancelJob, [&] { return inner_->CancelJob(params); });
+
+Result<std::unique_ptr<store::Listener>> FaultyJobStore::Listen(std::vector<std::string> channels) {
+  return Faulted(*plan_, StoreOp::kListen, [&] { return target().Listen(std::move(channels)); });
 }
-Result<JobInfo> FaultyStore::GetJob(std::string_view id) {
-  return Guard(StoreOp::kGetJob, [&] { return inner_->GetJob(id); });
+
+Result<std::vector<EnqueueResult>> FaultyJobStore::EnqueueJobs(const std::vector<JobSpec>& jobs) {
+  return Faulted(*plan_, StoreOp::kEnqueueJobs, [&] { return target().EnqueueJobs(jobs); });
 }
-Result<std::vector<JobInfo>> FaultyStore::ListJobs(const JobFilter& params) {
-  return Guard(StoreOp::kListJobs, [&] { return inner_->ListJobs(params); });
+
+Status FaultyJobStore::WithTransaction(const std::function<Status(Transaction&)>& fn) {
+  return Faulted(*plan_, StoreOp::kWithTransaction, [&] { return target().WithTransaction(fn); });
 }
-Result<std::vector<JobInfo>> FaultyStore::ListFailedJobs(const store::ListFailedJobsParams& params) {
-  return Guard(StoreOp::kListFailedJobs, [&] { return inner_->ListFailedJobs(params); });
+
+Result<std::vector<JobInfo>> FaultyJobStore::ClaimJobs(const store::ClaimJobsParams& params) {
+  return Faulted(*plan_, StoreOp::kClaimJobs, [&] { return target().ClaimJobs(params); });
 }
-Result<std::vector<JobStatusCount>> FaultyStore::SummarizeJobs() {
-  return Guard(StoreOp::kSummarizeJobs, [&] { return inner_->SummarizeJobs(); });
+
+Result<std::vector<bool>> FaultyJobStore::CompleteJobs(const std::vector<store::JobCompletion>& completions) {
+  return Faulted(*plan_, StoreOp::kCompleteJobs, [&] { return target().CompleteJobs(completions); });
 }
-Result<JobStats> FaultyStore::ComputeJobStats(const JobStatsFilter& params) {
-  return Guard(StoreOp::kComputeJobStats, [&] { return inner_->ComputeJobStats(params); });
+
+Result<std::vector<store::RescuedJob>> FaultyJobStore::RescueExpiredJobs(
+    const store::RescueExpiredJobsParams& params) {
+  return Faulted(*plan_, StoreOp::kRescueExpiredJobs, [&] { return target().RescueExpiredJobs(params); });
 }
-Result<std::optional<WallTime>> FaultyStore::NextJobDueAt(std::string_view queue) {
-  return Guard(StoreOp::kNextJobDueAt, [&] { return inner_->NextJobDueAt(queue); });
+
+Result<long> FaultyJobStore::RenewJobLeases(const store::RenewJobLeasesParams& params) {
+  return Faulted(*plan_, StoreOp::kRenewJobLeases, [&] { return target().RenewJobLeases(params); });
 }
-Status FaultyStore::SetQueuePaused(std::string_view queue, bool paused) {
-  return Guard(StoreOp::kSetQueuePaused, [&] { return inner_->SetQueuePaused(queue, paused); });
+
+Status FaultyJobStore::RetryJob(const store::RetryJobParams& params) {
+  return Faulted(*plan_, StoreOp::kRetryJob, [&] { return target().RetryJob(params); });
 }
-Result<std::vector<QueueInfo>> FaultyStore::ListQueues() {
-  return Guard(StoreOp::kListQueues, [&] { return inner_->ListQueues(); });
+
+Status FaultyJobStore::CancelJob(const store::CancelJobParams& params) {
+  return Faulted(*plan_, StoreOp::kCancelJob, [&] { return target().CancelJob(params); });
 }
-Result<long> FaultyStore::DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) {
-  return Guard(StoreOp::kDeleteFinishedJobs, [&] { return inner_->DeleteFinishedJobs(params); });
+
+Result<JobInfo> FaultyJobStore::GetJob(std::string_view id) {
+  return Faulted(*plan_, StoreOp::kGetJob, [&] { return target().GetJob(id); });
 }
-Result<std::optional<std::string>> FaultyStore::GetConfig(std::string_view key) {
-  return Guard(StoreOp::kGetConfig, [&] { return inner_->GetConfig(key); });
+
+Result<std::vector<JobInfo>> FaultyJobStore::ListJobs(const JobFilter& params) {
+  return Faulted(*plan_, StoreOp::kListJobs, [&] { return target().ListJobs(params); });
 }
-Status FaultyStore::SetConfig(std::string_view key, std::string_view value_json) {
-  return Guard(StoreOp::kSetConfig, [&] { return inner_->SetConfig(key, value_json); });
+
+Result<std::vector<JobInfo>> FaultyJobStore::ListFailedJobs(const store::ListFailedJobsParams& params) {
+  return Faulted(*plan_, StoreOp::kListFailedJobs, [&] { return target().ListFailedJobs(params); });
 }
-Result<std::vector<store::ConfigEntry>> FaultyStore::ListConfig() {
-  return Guard(StoreOp::kListConfig, [&] { return inner_->ListConfig(); });
+
+Result<std::vector<JobStatusCount>> FaultyJobStore::SummarizeJobs() {
+  return Faulted(*plan_, StoreOp::kSummarizeJobs, [&] { return target().SummarizeJobs(); });
+}
+
+Result<JobStats> FaultyJobStore::ComputeJobStats(const JobStatsFilter& params) {
+  return Faulted(*plan_, StoreOp::kComputeJobStats, [&] { return target().ComputeJobStats(params); });
+}
+
+Result<std::optional<WallTime>> FaultyJobStore::NextJobDueAt(std::string_view queue) {
+  return Faulted(*plan_, StoreOp::kNextJobDueAt, [&] { return target().NextJobDueAt(queue); });
+}
+
+Status FaultyJobStore::SetQueuePaused(std::string_view queue, bool paused) {
+  return Faulted(*plan_, StoreOp::kSetQueuePaused, [&] { return target().SetQueuePaused(queue, paused); });
+}
+
+Result<std::vector<QueueInfo>> FaultyJobStore::ListQueues() {
+  return Faulted(*plan_, StoreOp::kListQueues, [&] { return target().ListQueues(); });
+}
+
+Result<long> FaultyJobStore::DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) {
+  return Faulted(*plan_, StoreOp::kDeleteFinishedJobs, [&] { return target().DeleteFinishedJobs(params); });
+}
+
+Result<std::optional<std::string>> FaultyJobStore::GetConfig(std::string_view key) {
+  return Faulted(*plan_, StoreOp::kGetConfig, [&] { return target().GetConfig(key); });
+}
+
+Status FaultyJobStore::SetConfig(std::string_view key, std::string_view value_json) {
+  return Faulted(*plan_, StoreOp::kSetConfig, [&] { return target().SetConfig(key, value_json); });
 }
 
 }  // namespace octop::fault_testing

@@ -1,7 +1,7 @@
-// FaultyStore: a Store decorator that injects database faults at the store seam, for the fault-injection
-// tests (docs/reliability.md).
+// FaultyTaskStore and FaultyJobStore: store decorators (TaskStoreWrapper, JobStoreWrapper) that inject
+// database faults at the store seam, for the fault-injection tests (docs/reliability.md).
 //
-// A FaultPlan, shared by the test and every FaultyStore built with it, holds one rule per operation:
+// A FaultPlan, shared by the test and every faulty store built with it, holds one rule per operation:
 //   kBeforeStatement  the call fails with kUnavailable without reaching the database -- a connection that
 //                     dropped before the statement was sent; nothing is written.
 //   kAmbiguousCommit  the call is performed on the inner store and then fails with kUnavailable -- the
@@ -9,11 +9,11 @@
 // A rule fails the next `count` calls of its operation (kForever: until cleared) and is then gone. Every call
 // and every injected fault is counted per operation, so a test can assert that a fault really hit.
 //
-// Ownership: a FaultyStore owns its inner store; the plan is shared (std::shared_ptr) between the test and
+// Ownership: a faulty store owns its inner store; the plan is shared (std::shared_ptr) between the test and
 // the stores. Listeners and transactions are the inner store's own objects.
 //
-// Thread-safety: FaultPlan and FaultyStore may be used from any number of threads at once (the plan is
-// guarded by a mutex; the inner store is thread-safe by the Store contract).
+// Thread-safety: FaultPlan and the faulty stores may be used from any number of threads at once (the plan is
+// guarded by a mutex; the inner store is thread-safe by the store contract).
 #ifndef OCTOP_TESTS_FAULT_FAULTY_STORE_H_
 #define OCTOP_TESTS_FAULT_FAULTY_STORE_H_
 
@@ -30,18 +30,15 @@
 
 #include <octop/status.h>
 
-#include "store/store.h"
+#include "store/job_store.h"
+#include "store/task_store.h"
 
 namespace octop::fault_testing {
 
-// One value per Store virtual (kCount last).
+// One value per virtual of TaskStore and JobStore (kCount last).
 enum class StoreOp {
   kMigrate,
   kSchemaVersion,
-  kMigrateTo,
-  kAppliedMigrations,
-  kDescribeTable,
-  kDescribeIndexes,
   kDatabaseNow,
   kCheckWritable,
   kCountBackstageSessions,
@@ -55,7 +52,6 @@ enum class StoreOp {
   kCapTaskNextRun,
   kSweepExpiredTaskRuns,
   kListTasks,
-  kDeleteTask,
   kListen,
   kEnqueueJobs,
   kWithTransaction,
@@ -76,7 +72,6 @@ enum class StoreOp {
   kDeleteFinishedJobs,
   kGetConfig,
   kSetConfig,
-  kListConfig,
   kCount,
 };
 std::string_view StoreOpName(StoreOp op);
@@ -97,7 +92,7 @@ class FaultPlan {
   long injected(StoreOp op) const;  // calls that were failed
   long pending(StoreOp op) const;   // faults the current rule still has to inject
 
-  // Called by FaultyStore once per call: the fault to inject into this call, if any.
+  // Called by a faulty store once per call: the fault to inject into this call, if any.
   std::optional<FaultKind> Take(StoreOp op);
 
  private:
@@ -112,24 +107,32 @@ class FaultPlan {
   std::array<long, static_cast<std::size_t>(StoreOp::kCount)> injected_{};
 };
 
-class FaultyStore final : public store::Store {
+// Runs `call` on the inner store unless the plan fails it first; an ambiguous fault runs it and then fails.
+template <typename Call>
+auto Faulted(FaultPlan& plan, StoreOp op, Call&& call) -> decltype(call()) {
+  const std::optional<FaultKind> fault = plan.Take(op);
+  if (fault == FaultKind::kBeforeStatement) {
+    return UnavailableError("injected fault: connection lost before " + std::string(StoreOpName(op)));
+  }
+  auto result = call();
+  if (fault == FaultKind::kAmbiguousCommit) {
+    return UnavailableError("injected fault: connection lost after COMMIT of " +
+                            std::string(StoreOpName(op)));
+  }
+  return result;
+}
+
+class FaultyTaskStore final : public store::TaskStoreWrapper {
  public:
-  FaultyStore(std::unique_ptr<store::Store> inner, std::shared_ptr<FaultPlan> plan)
-      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+  FaultyTaskStore(std::unique_ptr<store::TaskStore> inner, std::shared_ptr<FaultPlan> plan)
+      : TaskStoreWrapper(std::move(inner)), plan_(std::move(plan)) {}
 
-  store::Store& inner() { return *inner_; }
-
-  std::string_view backend() const override { return inner_->backend(); }
   Status Migrate() override;
   Result<int> SchemaVersion() override;
-  Status MigrateTo(int version) override;
-  Result<std::vector<std::string>> AppliedMigrations() override;
-  Result<std::vector<store::ColumnInfo>> DescribeTable(std::string_view table) override;
-  Result<std::vector<store::IndexInfo>> DescribeIndexes(std::string_view table) override;
   Status CheckWritable() override;
   Result<WallTime> DatabaseNow() override;
+  Result<std::unique_ptr<store::Listener>> Listen(std::vector<std::string> channels) override;
   Result<int> CountBackstageSessions() override;
-
   Status UpsertTask(const store::UpsertTaskParams& params) override;
   Result<store::PollTasksResult> PollTasks(const store::PollTasksParams& params) override;
   Result<std::optional<store::ClaimedRun>> TryClaimTask(const store::ClaimTaskParams& params) override;
@@ -141,9 +144,21 @@ class FaultyStore final : public store::Store {
   Result<std::vector<std::string>> SweepExpiredTaskRuns(
       const store::SweepExpiredTaskRunsParams& params) override;
   Result<std::vector<store::TaskRow>> ListTasks(const store::ListTasksParams& params) override;
-  Status DeleteTask(const store::DeleteTaskParams& params) override;
-  Result<std::unique_ptr<store::Listener>> Listen(std::vector<std::string> channels) override;
 
+ private:
+  std::shared_ptr<FaultPlan> plan_;
+};
+
+class FaultyJobStore final : public store::JobStoreWrapper {
+ public:
+  FaultyJobStore(std::unique_ptr<store::JobStore> inner, std::shared_ptr<FaultPlan> plan)
+      : JobStoreWrapper(std::move(inner)), plan_(std::move(plan)) {}
+
+  Status Migrate() override;
+  Result<int> SchemaVersion() override;
+  Status CheckWritable() override;
+  Result<WallTime> DatabaseNow() override;
+  Result<std::unique_ptr<store::Listener>> Listen(std::vector<std::string> channels) override;
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override;
   Status WithTransaction(const std::function<Status(Transaction&)>& fn) override;
   Result<std::vector<JobInfo>> ClaimJobs(const store::ClaimJobsParams& params) override;
@@ -164,25 +179,8 @@ class FaultyStore final : public store::Store {
   Result<long> DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) override;
   Result<std::optional<std::string>> GetConfig(std::string_view key) override;
   Status SetConfig(std::string_view key, std::string_view value_json) override;
-  Result<std::vector<store::ConfigEntry>> ListConfig() override;
 
  private:
-  // Runs `call` on the inner store unless the plan fails it first; an ambiguous fault runs it and then fails.
-  template <typename Call>
-  auto Guard(StoreOp op, Call&& call) -> decltype(call()) {
-    const std::optional<FaultKind> fault = plan_->Take(op);
-    if (fault == FaultKind::kBeforeStatement) {
-      return UnavailableError("injected fault: connection lost before " + std::string(StoreOpName(op)));
-    }
-    auto result = call();
-    if (fault == FaultKind::kAmbiguousCommit) {
-      return UnavailableError("injected fault: connection lost after COMMIT of " +
-                              std::string(StoreOpName(op)));
-    }
-    return result;
-  }
-
-  std::unique_ptr<store::Store> inner_;
   std::shared_ptr<FaultPlan> plan_;
 };
 

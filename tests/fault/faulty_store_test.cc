@@ -1,5 +1,5 @@
-// The FaultyStore itself: a before-statement fault writes nothing, an ambiguous fault writes and still fails,
-// a rule runs out after its count, and the counters see every call.
+// The faulty stores themselves: a before-statement fault writes nothing, an ambiguous fault writes and still
+// fails, a rule runs out after its count, and the counters see every call.
 #include "faulty_store.h"
 
 #include <memory>
@@ -16,9 +16,9 @@ class FaultyStoreTest : public ::testing::Test {
   void SetUp() override {
     store::StoreOptions options;
     options.ns = "faulty";
-    auto inner = store::OpenSqliteStore(":memory:", options);
+    auto inner = store::OpenSqliteTaskStore(":memory:", options);
     ASSERT_TRUE(inner.ok()) << inner.status().ToString();
-    store_ = std::make_unique<FaultyStore>(std::move(inner).value(), plan_);
+    store_ = std::make_unique<FaultyTaskStore>(std::move(inner).value(), plan_);
     ASSERT_TRUE(store_->Migrate().ok());
   }
 
@@ -27,12 +27,12 @@ class FaultyStoreTest : public ::testing::Test {
             store::NullTime{}};
   }
   long Rows() {
-    auto rows = store_->inner().ListTasks({});
+    auto rows = store_->target().ListTasks({});
     return rows.ok() ? static_cast<long>(rows->size()) : -1;
   }
 
   std::shared_ptr<FaultPlan> plan_ = std::make_shared<FaultPlan>();
-  std::unique_ptr<FaultyStore> store_;
+  std::unique_ptr<FaultyTaskStore> store_;
 };
 
 TEST_F(FaultyStoreTest, BeforeStatementFailsWithoutWriting) {

@@ -1,5 +1,5 @@
 // The least-privilege PostgreSQL setup of docs/reliability.md, checked end to end: an owner role
-// runs the migrations the way `octop migrate` does (OpenStore + Migrate per namespace), a runtime role gets
+// runs the migrations the way `octop migrate` does (a store + Migrate per namespace), a runtime role gets
 // USAGE on the schemas and SELECT/INSERT/UPDATE/DELETE on their tables (+ USAGE on sequences), and then the
 // scheduler and the job queue run with the runtime role only: a global task runs, a job completes,
 // LISTEN/NOTIFY works. The runtime role is shown unable to run DDL, and a schema older than the build is a
@@ -22,8 +22,10 @@
 #include "runtime/job_queue_opener.h"
 #include "runtime/scheduler_opener.h"
 #include "runtime_test_support.h"
+#include "store/job_store.h"
+#include "store/namespace_admin.h"
 #include "store/postgres/postgres_store.h"
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop::fault_testing {
 namespace {
@@ -124,11 +126,23 @@ class LeastPrivilegeTest : public ::testing::Test {
   std::string RuntimeUrl() const { return UrlFor(runtime_, "runtime-pw"); }
 
   // What `octop migrate` does for one namespace, as the owner, followed by the documented grants.
-  void MigrateAndGrant(const std::string& ns, int version = kLatest) {
+  // `line`: a plugin's namespace (tasks) or the job queue's.
+  void MigrateAndGrant(const std::string& ns, store::MigrationLine line, int version = kLatest) {
     schemas_.push_back(ns);
-    auto store = store::OpenStore(OwnerUrl(), {.ns = ns});
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    Status migrated = version == kLatest ? (*store)->Migrate() : (*store)->MigrateTo(version);
+    Status migrated;
+    if (version != kLatest) {
+      auto admin = store::OpenNamespaceAdmin(OwnerUrl(), {.ns = ns});
+      ASSERT_TRUE(admin.ok()) << admin.status().ToString();
+      migrated = (*admin)->MigrateTo(line, version);
+    } else if (line == store::MigrationLine::kTasks) {
+      auto store = store::OpenTaskStore(OwnerUrl(), {.ns = ns});
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      migrated = (*store)->Migrate();
+    } else {
+      auto store = store::OpenJobStore(OwnerUrl(), {.ns = ns});
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      migrated = (*store)->Migrate();
+    }
     ASSERT_TRUE(migrated.ok()) << migrated.ToString();
     PgConn owner(PQconnectdb(OwnerUrl().c_str()));
     ASSERT_EQ(PQstatus(owner.get()), CONNECTION_OK);
@@ -151,8 +165,8 @@ class LeastPrivilegeTest : public ::testing::Test {
 TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdlRights) {
   const std::string plugin_ns = "lp_" + suffix_ + "_demo";
   const std::string jobs_ns = "lp_" + suffix_ + "_octop";
-  MigrateAndGrant(plugin_ns);
-  MigrateAndGrant(jobs_ns);
+  MigrateAndGrant(plugin_ns, store::MigrationLine::kTasks);
+  MigrateAndGrant(jobs_ns, store::MigrationLine::kJobs);
   const std::string runtime_url = RuntimeUrl();
 
   // The scheduler, with the runtime role: its "migrate on first use" finds the schema current and runs no
@@ -160,9 +174,10 @@ TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdl
   auto counter = std::make_shared<CallCounter>();
   SchedulerOptions options;
   options.logger = [](LogLevel, std::string_view) {};
-  runtime::StoreFactory stores =
-      [runtime_url, plugin_ns](const std::string&, const Clock& c) -> Result<std::unique_ptr<store::Store>> {
-    return store::OpenStore(runtime_url, {.ns = plugin_ns, .clock = &c});
+  runtime::StoreFactory stores = [runtime_url, plugin_ns](
+                                     const std::string&,
+                                     const Clock& c) -> Result<std::unique_ptr<store::TaskStore>> {
+    return store::OpenTaskStore(runtime_url, {.ns = plugin_ns, .clock = &c});
   };
   std::unique_ptr<Scheduler> owned = runtime::SchedulerOpener::Create(options, stores);
   Scheduler& scheduler = *owned;
@@ -176,7 +191,7 @@ TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdl
   ASSERT_TRUE(scheduled.ok()) << scheduled.ToString();
 
   // LISTEN/NOTIFY as the runtime role: a trigger notifies the tasks channel.
-  auto listening = store::OpenStore(runtime_url, {.ns = plugin_ns});
+  auto listening = store::OpenTaskStore(runtime_url, {.ns = plugin_ns});
   ASSERT_TRUE(listening.ok());
   auto listener = (*listening)->Listen({std::string(store::kTasksChannel)});
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
@@ -196,8 +211,8 @@ TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdl
   JobQueueOptions job_options;
   job_options.logger = [](LogLevel, std::string_view) {};
   auto queue = runtime::JobQueueOpener::Open(
-      job_options, [runtime_url, jobs_ns](const Clock& c) -> Result<std::unique_ptr<store::Store>> {
-        return store::OpenStore(runtime_url, {.ns = jobs_ns, .clock = &c});
+      job_options, [runtime_url, jobs_ns](const Clock& c) -> Result<std::unique_ptr<store::JobStore>> {
+        return store::OpenJobStore(runtime_url, {.ns = jobs_ns, .clock = &c});
       });
   ASSERT_TRUE(queue.ok()) << queue.status().ToString();
   auto done = std::make_shared<CallCounter>();
@@ -239,18 +254,18 @@ TEST_F(LeastPrivilegeTest, TheRuntimeRoleRunsTasksJobsAndNotificationsWithoutDdl
 
 TEST_F(LeastPrivilegeTest, AnOlderSchemaIsAClearErrorForTheRuntimeRole) {
   const std::string ns = "lp_" + suffix_ + "_old";
-  MigrateAndGrant(ns, 3);
-  auto store = store::OpenStore(RuntimeUrl(), {.ns = ns});
+  MigrateAndGrant(ns, store::MigrationLine::kTasks, 2);
+  auto store = store::OpenTaskStore(RuntimeUrl(), {.ns = ns});
   ASSERT_TRUE(store.ok());
   Status migrated = (*store)->Migrate();
   EXPECT_EQ(migrated.code(), StatusCode::kFailedPrecondition) << migrated.ToString();
   EXPECT_NE(migrated.message().find("octop migrate"), std::string::npos) << migrated.ToString();
-  EXPECT_NE(migrated.message().find("version 3 of"), std::string::npos) << migrated.ToString();
+  EXPECT_NE(migrated.message().find("version 2 of"), std::string::npos) << migrated.ToString();
   auto version = (*store)->SchemaVersion();
   ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, 3) << "nothing was half-applied";
+  EXPECT_EQ(*version, 2) << "nothing was half-applied";
   // The owner upgrades it; then the runtime role starts.
-  auto owner = store::OpenStore(OwnerUrl(), {.ns = ns});
+  auto owner = store::OpenTaskStore(OwnerUrl(), {.ns = ns});
   ASSERT_TRUE(owner.ok());
   ASSERT_TRUE((*owner)->Migrate().ok());
   EXPECT_TRUE((*store)->Migrate().ok());
@@ -263,7 +278,7 @@ TEST_F(LeastPrivilegeTest, HostileSchemaNamesAreQuotedNotExecuted) {
                                           "lp_" + suffix_ + " a'b\\c", "LP_" + suffix_ + "_MiXeD.dot"};
   for (const std::string& ns : names) {
     schemas_.push_back(ns);
-    auto store = store::OpenStore(OwnerUrl(), {.ns = ns});
+    auto store = store::OpenTaskStore(OwnerUrl(), {.ns = ns});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Migrate().ok()) << ns;
     ASSERT_TRUE((*store)

@@ -34,7 +34,8 @@
 #include "../support/eventually.h"
 #include "http/api_server.h"
 #include "http/job_routes.h"
-#include "store/store.h"
+#include "store/job_store.h"
+#include "store/task_store.h"
 
 namespace octop::http {
 namespace {
@@ -166,7 +167,7 @@ class BadInputTest : public ::testing::Test {
     ASSERT_TRUE(job.ok());
     job_id_ = job->id;
 
-    auto tasks = store::OpenStore(url, {.ns = "demo"});
+    auto tasks = store::OpenTaskStore(url, {.ns = "demo"});
     ASSERT_TRUE(tasks.ok());
     tasks_ = std::move(tasks).value();
     before_ = Snapshot();
@@ -233,7 +234,7 @@ class BadInputTest : public ::testing::Test {
   std::filesystem::path root_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobQueue> queue_;
-  std::unique_ptr<store::Store> tasks_;
+  std::unique_ptr<store::TaskStore> tasks_;
   std::unique_ptr<ApiServer> server_;
   std::string job_id_;
   std::string before_;
@@ -486,7 +487,7 @@ TEST_F(BadInputTest, DeeplyNestedJsonIsRefusedBeforeItIsParsed) {
 TEST_F(BadInputTest, PayloadsStoredTooDeepAreListedAsText) {
   // A payload written before the bound existed (or by another writer) is shown as its text, not
   // re-serialised.
-  auto store = store::OpenStore("sqlite:" + (root_ / "db").string(), {.ns = "octop"});
+  auto store = store::OpenJobStore("sqlite:" + (root_ / "db").string(), {.ns = "octop"});
   ASSERT_TRUE(store.ok());
   JobSpec job;
   job.queue = "default";

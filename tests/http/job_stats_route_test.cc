@@ -16,7 +16,7 @@
 
 #include "http/api_server.h"
 #include "http/job_routes.h"
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace octop::http {
 namespace {
@@ -41,7 +41,7 @@ class JobStatsRoute : public ::testing::Test {
     ASSERT_TRUE(queue.ok()) << queue.status().ToString();
     queue_ = std::move(*queue);
     // The claims and completions of Finish, written as a worker would, at the fake clock's times.
-    auto direct = store::OpenStore(url, {.ns = "octop", .clock = &clock_});
+    auto direct = store::OpenJobStore(url, {.ns = "octop", .clock = &clock_});
     ASSERT_TRUE(direct.ok()) << direct.status().ToString();
     direct_ = std::move(*direct);
     SchedulerOptions scheduler_options;
@@ -92,7 +92,7 @@ class JobStatsRoute : public ::testing::Test {
   octop::testing::FakeClock clock_;  // 2026-01-01T00:00:00Z; declared first: outlives everything
   std::filesystem::path dir_;
   std::unique_ptr<JobQueue> queue_;
-  std::unique_ptr<store::Store> direct_;
+  std::unique_ptr<store::JobStore> direct_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ApiServer> server_;
   std::unique_ptr<httplib::Client> client_;

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "runtime_test_support.h"
-#include "store/store.h"
+#include "store/job_store.h"
 #include "store_test_env.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -142,7 +142,7 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
     ns_ = store::testing::FreshNamespace();
     store::StoreOptions o;
     o.ns = ns_;
-    auto opened = store::OpenStore(url_, o);
+    auto opened = store::OpenJobStore(url_, o);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
     ASSERT_TRUE(store_->Migrate().ok());
@@ -187,7 +187,7 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
   fs::path dir_;
   std::string url_;
   std::string ns_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::JobStore> store_;
   std::vector<fs::path> logs_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
 };

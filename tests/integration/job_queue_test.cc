@@ -515,7 +515,7 @@ TEST_P(JobQueueTest, ConfigChangesApplyWithoutARestart) {
   EXPECT_EQ(q.default_timeout(), std::chrono::milliseconds(std::chrono::minutes(5)));
   // Written by another node (a direct store): picked up through the config notification or the periodic
   // re-read.
-  store::Store& direct = Direct(Clock::Real());
+  store::JobStore& direct = Direct(Clock::Real());
   ASSERT_TRUE(direct.SetConfig(kJobsPollIntervalKey, "250").ok());
   ASSERT_TRUE(direct.SetConfig(kJobsDefaultTimeoutKey, R"({"value": 42000})").ok());
   EXPECT_TRUE(Eventually([&] { return q.poll_interval() == 250ms && q.default_timeout() == 42000ms; }, 15s));
@@ -542,7 +542,7 @@ TEST_P(JobQueueTest, ShutdownLetsRunningJobsFinishAndRecordsThem) {
   std::thread stopper([&] { q.Shutdown(); });
   gate_.Open();
   stopper.join();
-  store::Store& direct = Direct(Clock::Real());
+  store::JobStore& direct = Direct(Clock::Real());
   for (const auto& r : *ids) {
     auto row = direct.GetJob(r.id);
     ASSERT_TRUE(row.ok());
@@ -570,7 +570,7 @@ TEST_P(JobQueueTest, ShutdownStopsJobsThatOutliveTheGraceAndRequeuesThem) {
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(calls_.WaitFor(1));
   q.Shutdown();
-  store::Store& direct = Direct(Clock::Real());
+  store::JobStore& direct = Direct(Clock::Real());
   auto row = direct.GetJob(id->id);
   ASSERT_TRUE(row.ok());
   // Handed back: pending, the attempt not counted, due again at once for the next node.
@@ -702,7 +702,7 @@ TEST_P(JobPrefetchTest, ShutdownHandsHeldJobsBackInsteadOfRunningThem) {
       Spec("stubborn"), 4, 4);
   h.q->Shutdown();
   EXPECT_EQ(calls_.calls().size(), 1u);
-  store::Store& direct = Direct(Clock::Real());
+  store::JobStore& direct = Direct(Clock::Real());
   for (const std::string& id : h.ids) {
     auto row = direct.GetJob(id);
     ASSERT_TRUE(row.ok());

@@ -22,7 +22,7 @@
 
 #include "runtime/job_queue_opener.h"
 #include "runtime_test_support.h"
-#include "store/store.h"
+#include "store/job_store.h"
 #include "store_test_env.h"
 
 namespace octop::job_testing {
@@ -115,7 +115,7 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
       store::StoreOptions so;
       so.clock = &c;
       so.pool_size = 8;
-      return b.open(ns, so);
+      return b.open_jobs(ns, so);
     };
   }
 
@@ -128,10 +128,10 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
     return *queues_.back();
   }
 
-  store::Store& Direct(const Clock& clock) {
+  store::JobStore& Direct(const Clock& clock) {
     store::StoreOptions o;
     o.clock = &clock;
-    auto opened = backend().open(ns_, o);
+    auto opened = backend().open_jobs(ns_, o);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     EXPECT_TRUE((*opened)->Migrate().ok());
     directs_.push_back(std::move(opened).value());
@@ -170,7 +170,7 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<SteadyTime> started_;
-  std::vector<std::unique_ptr<store::Store>> directs_;
+  std::vector<std::unique_ptr<store::JobStore>> directs_;
   std::vector<std::unique_ptr<JobQueue>> queues_;  // destroyed before directs_
 };
 

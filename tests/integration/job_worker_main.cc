@@ -25,7 +25,7 @@
 #include <octop/queue.h>
 
 #include "runtime/job_queue_opener.h"
-#include "store/store.h"
+#include "store/job_store.h"
 
 namespace {
 
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     so.ns = ns;
     so.clock = &clock;
     so.pool_size = 8;
-    return octop::store::OpenStore(url, so);
+    return octop::store::OpenJobStore(url, so);
   });
   if (!queue.ok()) {
     std::cerr << "octop_job_worker: " << queue.status().ToString() << "\n";

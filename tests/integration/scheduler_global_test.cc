@@ -47,7 +47,7 @@ TEST_P(GlobalTaskTest, GoesThroughTheExpectedStates) {
   ASSERT_TRUE(plugin.ScheduleTask(task).ok());
   EXPECT_TRUE(logs_.Contains(LogLevel::kInfo, "Registered scheduled task: test/task1, {\"version\":2"));
 
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   auto row = Row(db, "task1");
   ASSERT_TRUE(row.has_value());
   EXPECT_FALSE(row->current_run_ticket.has_value());
@@ -142,7 +142,7 @@ TEST_P(GlobalTaskTest, DoesNotClobberTheTicketLockWhenStolen) {
                                        }))
                   .ok());
   ASSERT_TRUE(Eventually([&] { return entered.load(); }));
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   // Another node cancels the run and claims it.
   ASSERT_TRUE(db.CancelTask({"task1", SerializeErrorMessage("Task was cancelled")}).ok());
   auto stolen = db.TryClaimTask({"task1", "stolen", 1min});
@@ -161,8 +161,7 @@ TEST_P(GlobalTaskTest, GracefullyHandlesADisappearedTaskRow) {
   CallCounter& calls = Make<CallCounter>();
   ASSERT_TRUE(
       plugin.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
-  store::Store& db = Direct(clock_);
-  ASSERT_TRUE(db.DeleteTask({"task1"}).ok());
+  ASSERT_TRUE(DeleteRow("task1").ok());
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   clock_.Advance(5s);  // the next poll
   ASSERT_TRUE(Eventually([&] { return logs_.Contains(LogLevel::kInfo, "No longer able to find task"); }));
@@ -204,7 +203,7 @@ TEST_P(GlobalTaskTest, RespectsInitialDelayDurationPerWorker) {
 
 TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesFromCronFrequency) {
   PluginScheduler& plugin = Node();
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   auto fn = [](std::stop_token) {};
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", CronFrequency{"*/15 * * * *", "UTC"}, fn)).ok());
   EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 15min - 1s);
@@ -218,7 +217,7 @@ TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesFromCro
 // release then moves past that occurrence instead of onto it, so it runs once (docs/scheduler.md, "One run
 // per occurrence").
 TEST_P(GlobalTaskTest, ACronRunClaimedASecondEarlyDoesNotRunItsOccurrenceAgain) {
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   const WallTime occurrence = t0_ + 15min;  // t0_ lies on a quarter hour (see the test above)
   TaskSettingsV2 settings;
   settings.cadence = "*/15 * * * *";
@@ -245,7 +244,7 @@ TEST_P(GlobalTaskTest, ACronRunClaimedASecondEarlyDoesNotRunItsOccurrenceAgain) 
 // A node that starts (or restarts) between two occurrences leaves the next one where the last run put it, and
 // that occurrence runs once, on one of the two nodes.
 TEST_P(GlobalTaskTest, ANodeStartingBetweenOccurrencesRunsTheNextOneOnce) {
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   PluginScheduler& node1 = Node();
   CallCounter& calls = Make<CallCounter>();
   auto fn = [&](std::stop_token) { calls.Hit(); };
@@ -274,7 +273,7 @@ TEST_P(GlobalTaskTest, ANodeStartingBetweenOccurrencesRunsTheNextOneOnce) {
 
 TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWhenUsingHumanDurationFrequency) {
   PluginScheduler& plugin = Node();
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   CallCounter& calls = Make<CallCounter>();
   auto fn = [&](std::stop_token) { calls.Hit(); };
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT120M"), fn)).ok());
@@ -290,7 +289,7 @@ TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWhenUsi
 
 TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWithInitialStartDelay) {
   PluginScheduler& plugin = Node();
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   CallCounter& calls = Make<CallCounter>();
   auto fn = [&](std::stop_token) { calls.Hit(); };
   TaskDefinition task = Global("task1", Iso("PT120M"), fn);
@@ -311,7 +310,7 @@ TEST_P(GlobalTaskTest, NextRunStartAtIsAlwaysTheMinBetweenScheduleChangesWithIni
 
 TEST_P(GlobalTaskTest, NextRunStartAtIsNotSetForManuallyTriggeredTasks) {
   PluginScheduler& plugin = Node();
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   CallCounter& calls = Make<CallCounter>();
   ASSERT_TRUE(
       plugin.ScheduleTask(Global("task1", ManualTrigger{}, [&](std::stop_token) { calls.Hit(); })).ok());
@@ -355,7 +354,7 @@ TEST_P(GlobalTaskTest, CanCancelARunningTask) {
   ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
   ASSERT_TRUE(plugin.CancelTask("task1").ok());
   ASSERT_TRUE(gate.WaitUntilStopObserved());  // at once on the node that cancelled, no liveness tick needed
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   auto row = Row(db, "task1");
   EXPECT_FALSE(row->current_run_ticket.has_value());
   EXPECT_FALSE(row->current_run_started_at.has_value());
@@ -391,7 +390,7 @@ TEST_P(GlobalTaskTest, ACancelledManualTaskDoesNotRunAgain) {
   ASSERT_TRUE(gate.WaitUntilStopObserved());
   ASSERT_TRUE(
       Eventually([&] { return logs_.Contains(LogLevel::kInfo, "was no longer owned by this node"); }));
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   EXPECT_FALSE(Row(db, "task1")->next_run_start_at.has_value());
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   clock_.Advance(10s);  // two polls
@@ -446,7 +445,7 @@ TEST_P(GlobalTaskTest, ARunStillStoppingAfterItsTimeoutKeepsItsLease) {
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   clock_.Advance(2s);
   ASSERT_TRUE(running.WaitUntilStopObserved());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   ASSERT_TRUE(Eventually([&] {
     auto row = Row(db, "task1");
     return row && row->current_run_expires_at.has_value() && *row->current_run_expires_at > t0_ + 2s;
@@ -467,7 +466,7 @@ TEST_P(GlobalTaskTest, ALivenessCheckStopsARunWhoseTicketWasClearedElsewhere) {
   ASSERT_TRUE(
       plugin.ScheduleTask(Global("task1", Iso("PT1H"), [&](std::stop_token s) { gate.Wait(s); })).ok());
   ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   ASSERT_TRUE(db.CancelTask({"task1", SerializeErrorMessage("Task was cancelled")}).ok());  // another node
   EXPECT_FALSE(gate.stop_observed());
   ASSERT_TRUE(clock_.WaitForWaiters(1));
@@ -515,7 +514,7 @@ TEST_P(GlobalTaskTest, AbortsTheTaskIfTheShutdownHookIsInvokedAndReleasesTheRun)
   ASSERT_TRUE(WaitWorker(plugin, "task1", WorkerStatus::kRunning));
   node.Shutdown();
   EXPECT_TRUE(gate.stop_observed());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   auto row = Row(db, "task1");
   EXPECT_FALSE(row->current_run_ticket.has_value());
   EXPECT_EQ(row->last_run_ended_at, t0_);
@@ -673,10 +672,10 @@ TEST_P(GlobalTaskTest, ADatabaseOutageIsLoggedAndSurvived) {
 TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
   PluginScheduler& plugin = Node();
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, [](std::stop_token) {})).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   auto version = db.SchemaVersion();
   ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, store::kLatestSchemaVersion);
+  EXPECT_EQ(*version, store::kLatestTaskSchemaVersion);
   auto rows = db.ListTasks({});
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
@@ -689,7 +688,7 @@ TEST_P(GlobalTaskTest, CreatesTheDatabaseFeaturesOnFirstUse) {
 TEST_P(GlobalTaskTest, TheJanitorFreesRunsWhoseTimeoutExpired) {
   PluginScheduler& plugin = Node(&logs_);
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", ManualTrigger{}, [](std::stop_token) {})).ok());
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   // A run claimed by a node that died: it expires after 1 s.
   ASSERT_TRUE(db.UpsertTask({"orphan", R"({"version":2,"cadence":"manual","timeoutAfterDuration":"PT1S"})",
                              store::DbNowPlus{}, store::NullTime{}})
@@ -724,7 +723,7 @@ TEST_P(GlobalTaskTest, AForwardWallClockStepDoesNotLetTheJanitorTakeARunningTask
   ASSERT_TRUE(clock_.WaitForWaiters(1));
   clock_.StepWall(2h);
   clock_.Advance(5s);  // the next liveness check
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   ASSERT_TRUE(Eventually([&] {
     auto row = Row(db, "task1");
     return row && row->current_run_expires_at.has_value() && *row->current_run_expires_at > clock_.WallNow();
@@ -748,7 +747,7 @@ TEST_P(GlobalTaskTest, ABackwardWallClockStepDelaysADurationTaskByOnePeriodAtMos
   ASSERT_TRUE(plugin.ScheduleTask(Global("task1", Iso("PT10S"), [&](std::stop_token) { calls.Hit(); })).ok());
   ASSERT_TRUE(calls.WaitForCalls(1));
   ASSERT_TRUE(WaitReleased(plugin, "task1"));
-  store::Store& db = Direct(clock_);
+  store::TaskStore& db = Direct(clock_);
   EXPECT_EQ(Row(db, "task1")->next_run_start_at, t0_ + 10s);
   clock_.StepWall(-2h);
   clock_.Advance(5s);  // the next poll

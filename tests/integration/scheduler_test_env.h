@@ -20,7 +20,7 @@
 
 #include "runtime/scheduler_opener.h"
 #include "runtime_test_support.h"
-#include "store/store.h"
+#include "store/task_store.h"
 #include "store_test_env.h"
 
 namespace octop::runtime_testing {
@@ -32,60 +32,53 @@ struct StoreFaults {
   std::atomic<long> statements{0};          // calls that reach the database (every method but Listen)
 };
 
-// Forwards to a real store, with the faults the test switches on.
-class FlakyStore final : public store::Store {
+// Forwards to a real task store, with the faults the test switches on.
+class FlakyStore final : public store::TaskStoreWrapper {
  public:
-  FlakyStore(std::unique_ptr<store::Store> inner, std::shared_ptr<StoreFaults> faults)
-      : inner_(std::move(inner)), faults_(std::move(faults)) {}
-  std::string_view backend() const override { return inner_->backend(); }
-  Status Migrate() override { return Down() ? Outage() : inner_->Migrate(); }
-  Result<int> SchemaVersion() override { return Down() ? Outage() : inner_->SchemaVersion(); }
-  Result<WallTime> DatabaseNow() override { return Down() ? Outage() : inner_->DatabaseNow(); }
-  Status CheckWritable() override { return Down() ? Outage() : inner_->CheckWritable(); }
+  FlakyStore(std::unique_ptr<store::TaskStore> inner, std::shared_ptr<StoreFaults> faults)
+      : TaskStoreWrapper(std::move(inner)), faults_(std::move(faults)) {}
+  Status Migrate() override { return Down() ? Outage() : target().Migrate(); }
+  Result<int> SchemaVersion() override { return Down() ? Outage() : target().SchemaVersion(); }
+  Result<WallTime> DatabaseNow() override { return Down() ? Outage() : target().DatabaseNow(); }
+  Status CheckWritable() override { return Down() ? Outage() : target().CheckWritable(); }
   Result<int> CountBackstageSessions() override {
-    return Down() ? Outage() : inner_->CountBackstageSessions();
+    return Down() ? Outage() : target().CountBackstageSessions();
   }
   Status UpsertTask(const store::UpsertTaskParams& p) override {
-    return Down() ? Outage() : inner_->UpsertTask(p);
+    return Down() ? Outage() : target().UpsertTask(p);
   }
   Result<store::PollTasksResult> PollTasks(const store::PollTasksParams& p) override {
     polls_++;
     if (Down()) return Outage();
-    auto polled = inner_->PollTasks(p);
+    auto polled = target().PollTasks(p);
     if (polled.ok() && faults_->newer_settings.load()) {
       for (auto& task : polled->tasks) task.settings_json = R"({"version":3,"schedule":{"every":"PT1M"}})";
     }
     return polled;
   }
   Result<std::optional<store::ClaimedRun>> TryClaimTask(const store::ClaimTaskParams& p) override {
-    return Down() ? Outage() : inner_->TryClaimTask(p);
+    return Down() ? Outage() : target().TryClaimTask(p);
   }
   Result<bool> CheckTaskTicket(const store::CheckTaskTicketParams& p) override {
-    return Down() ? Outage() : inner_->CheckTaskTicket(p);
+    return Down() ? Outage() : target().CheckTaskTicket(p);
   }
   Result<bool> TryReleaseTask(const store::ReleaseTaskParams& p) override {
-    return Down() ? Outage() : inner_->TryReleaseTask(p);
+    return Down() ? Outage() : target().TryReleaseTask(p);
   }
   Status TriggerTask(const store::TriggerTaskParams& p) override {
-    return Down() ? Outage() : inner_->TriggerTask(p);
+    return Down() ? Outage() : target().TriggerTask(p);
   }
   Status CancelTask(const store::CancelTaskParams& p) override {
-    return Down() ? Outage() : inner_->CancelTask(p);
+    return Down() ? Outage() : target().CancelTask(p);
   }
   Result<bool> CapTaskNextRun(const store::CapTaskNextRunParams& p) override {
-    return Down() ? Outage() : inner_->CapTaskNextRun(p);
+    return Down() ? Outage() : target().CapTaskNextRun(p);
   }
   Result<std::vector<std::string>> SweepExpiredTaskRuns(const store::SweepExpiredTaskRunsParams& p) override {
-    return Down() ? Outage() : inner_->SweepExpiredTaskRuns(p);
+    return Down() ? Outage() : target().SweepExpiredTaskRuns(p);
   }
   Result<std::vector<store::TaskRow>> ListTasks(const store::ListTasksParams& p) override {
-    return Down() ? Outage() : inner_->ListTasks(p);
-  }
-  Status DeleteTask(const store::DeleteTaskParams& p) override {
-    return Down() ? Outage() : inner_->DeleteTask(p);
-  }
-  Result<std::unique_ptr<store::Listener>> Listen(std::vector<std::string> channels) override {
-    return inner_->Listen(std::move(channels));
+    return Down() ? Outage() : target().ListTasks(p);
   }
   static int polls() { return polls_.load(); }
 
@@ -95,7 +88,6 @@ class FlakyStore final : public store::Store {
     return faults_->down.load();
   }
   static Status Outage() { return UnavailableError("simulated database outage"); }
-  std::unique_ptr<store::Store> inner_;
   std::shared_ptr<StoreFaults> faults_;
   static inline std::atomic<int> polls_{0};
 };
@@ -125,19 +117,19 @@ class SchedulerTestBase : public ::testing::TestWithParam<store::testing::Backen
     std::string prefix = ns_prefix_;
     runtime::StoreFactory stores = [backend_copy, prefix, faults](
                                        const std::string& plugin_id,
-                                       const Clock& c) -> Result<std::unique_ptr<store::Store>> {
+                                       const Clock& c) -> Result<std::unique_ptr<store::TaskStore>> {
       store::StoreOptions o;
       o.clock = &c;
-      OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> inner,
+      OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::TaskStore> inner,
                              backend_copy.open(prefix + "_" + plugin_id, o));
-      return std::unique_ptr<store::Store>(std::make_unique<FlakyStore>(std::move(inner), faults));
+      return std::unique_ptr<store::TaskStore>(std::make_unique<FlakyStore>(std::move(inner), faults));
     };
     nodes_.push_back(runtime::SchedulerOpener::Create(options, stores));
     return *nodes_.back();
   }
 
   // A store of our own on the plugin's namespace, for reading and changing rows behind the scheduler's back.
-  store::Store& Direct(const Clock& clock, const std::string& plugin_id = kPlugin) {
+  store::TaskStore& Direct(const Clock& clock, const std::string& plugin_id = kPlugin) {
     store::StoreOptions o;
     o.clock = &clock;
     auto opened = backend().open(Namespace(plugin_id), o);
@@ -147,7 +139,14 @@ class SchedulerTestBase : public ::testing::TestWithParam<store::testing::Backen
     return *directs_.back();
   }
 
-  std::optional<store::TaskRow> Row(store::Store& store, const std::string& id) {
+  // Deletes a task row behind the scheduler's back (test support: no store deletes rows).
+  Status DeleteRow(const std::string& id, const std::string& plugin_id = kPlugin) {
+    OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<store::NamespaceAdmin> admin,
+                           backend().open_admin(Namespace(plugin_id), store::StoreOptions{}));
+    return admin->DeleteTask(id);
+  }
+
+  std::optional<store::TaskRow> Row(store::TaskStore& store, const std::string& id) {
     auto rows = store.ListTasks({std::vector<std::string>{id}});
     EXPECT_TRUE(rows.ok()) << rows.status().ToString();
     if (!rows.ok() || rows->empty()) return std::nullopt;
@@ -185,7 +184,7 @@ class SchedulerTestBase : public ::testing::TestWithParam<store::testing::Backen
   std::vector<std::shared_ptr<void>> kept_;
   std::string ns_prefix_;
   LogCapture logs_;  // outlives the nodes, which log until they are shut down
-  std::vector<std::unique_ptr<store::Store>> directs_;
+  std::vector<std::unique_ptr<store::TaskStore>> directs_;
   std::vector<std::unique_ptr<Scheduler>> nodes_;  // destroyed before directs_
 };
 
@@ -194,10 +193,5 @@ inline std::string BackendName(const ::testing::TestParamInfo<store::testing::Ba
 }
 
 }  // namespace octop::runtime_testing
-
-namespace octop::store::testing {
-// Lets gtest print a backend parameter by name instead of dumping its bytes.
-inline void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
-}  // namespace octop::store::testing
 
 #endif  // OCTOP_TESTS_INTEGRATION_SCHEDULER_TEST_ENV_H_

@@ -14,10 +14,10 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-std::vector<std::unique_ptr<Store>> OpenNodes(StoreConformance& fixture, int n,
-                                              const std::function<std::unique_ptr<Store>()>& open) {
+std::vector<std::unique_ptr<TaskStore>> OpenNodes(StoreConformance& fixture, int n,
+                                                  const std::function<std::unique_ptr<TaskStore>()>& open) {
   (void)fixture;
-  std::vector<std::unique_ptr<Store>> nodes;
+  std::vector<std::unique_ptr<TaskStore>> nodes;
   for (int i = 0; i < n; ++i) nodes.push_back(open());
   return nodes;
 }
@@ -58,7 +58,7 @@ TEST_P(StoreConformance, ClaimIsExclusiveUnderContention) {
     std::vector<std::jthread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
-        Store& node = *nodes[static_cast<std::size_t>(t % kNodes)];
+        TaskStore& node = *nodes[static_cast<std::size_t>(t % kNodes)];
         for (int r = 0; r < kRounds; ++r) {
           const std::string ticket = "r" + std::to_string(r) + "-t" + std::to_string(t);
           auto claimed = node.TryClaimTask({.id = "contended", .ticket = ticket, .timeout = minutes(1)});

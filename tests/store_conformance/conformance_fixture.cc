@@ -1,6 +1,7 @@
 #include "conformance_fixture.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace octop::store::testing {
 
@@ -37,20 +38,54 @@ void StoreConformance::SetUp() {
   ns_ = FreshNamespace();
   store_ = OpenNode();
   ASSERT_NE(store_, nullptr);
-  if (migrate_in_setup_) OCTOP_ASSERT_OK(store_->Migrate());
+  jobs_ = OpenJobNode();
+  ASSERT_NE(jobs_, nullptr);
+  if (migrate_in_setup_) {
+    OCTOP_ASSERT_OK(store_->Migrate());
+    OCTOP_ASSERT_OK(jobs_->Migrate());
+  }
 }
 
-std::unique_ptr<Store> StoreConformance::OpenNode() {
+std::unique_ptr<TaskStore> StoreConformance::OpenNode() {
   StoreOptions options;
   options.clock = &clock_;
   return OpenNode(options, ns_);
 }
 
-std::unique_ptr<Store> StoreConformance::OpenNode(const StoreOptions& options, const std::string& ns_key) {
+std::unique_ptr<TaskStore> StoreConformance::OpenNode(const StoreOptions& options,
+                                                      const std::string& ns_key) {
   auto store = GetParam().open(ns_key, options);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   if (!store.ok()) return nullptr;
   return std::move(store).value();
+}
+
+std::unique_ptr<JobStore> StoreConformance::OpenJobNode() {
+  StoreOptions options;
+  options.clock = &clock_;
+  return OpenJobNode(options, ns_);
+}
+
+std::unique_ptr<JobStore> StoreConformance::OpenJobNode(const StoreOptions& options,
+                                                        const std::string& ns_key) {
+  auto store = GetParam().open_jobs(ns_key, options);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  if (!store.ok()) return nullptr;
+  return std::move(store).value();
+}
+
+NamespaceAdmin& StoreConformance::admin() {
+  if (!admin_) {
+    StoreOptions options;
+    options.clock = &clock_;
+    auto opened = GetParam().open_admin(ns_, options);
+    if (!opened.ok()) {
+      ADD_FAILURE() << opened.status().ToString();
+      std::abort();
+    }
+    admin_ = std::move(opened).value();
+  }
+  return *admin_;
 }
 
 void StoreConformance::AddTask(const std::string& id, TimeSpec start, std::string_view settings) {

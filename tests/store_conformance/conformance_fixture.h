@@ -2,8 +2,9 @@
 // namespace no other test uses, with a FakeClock driving the database's "now" (StoreOptions::clock) so times
 // are exact.
 //
-// Tests use only the Store interface: anything backend-specific (such as the catalog's spelling of a column
-// type) is looked up by Store::backend() in a table here, never through SQL.
+// Tests use only the store interfaces and the test-support NamespaceAdmin: anything backend-specific (such as
+// the catalog's spelling of a column type) is looked up by Store::backend() in a table here, never through
+// SQL.
 #ifndef OCTOP_TESTS_STORE_CONFORMANCE_CONFORMANCE_FIXTURE_H_
 #define OCTOP_TESTS_STORE_CONFORMANCE_CONFORMANCE_FIXTURE_H_
 
@@ -18,13 +19,12 @@
 
 #include <octop/testing/fake_clock.h>
 
-#include "store/store.h"
+#include "store/job_store.h"
+#include "store/namespace_admin.h"
+#include "store/task_store.h"
 #include "store_test_env.h"
 
 namespace octop::store::testing {
-
-// Test parameters print as their backend name.
-inline void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 inline Status StatusOf(const Status& s) { return s; }
 template <typename T>
@@ -54,14 +54,20 @@ inline constexpr std::string_view kCronSettings =
     R"({"version":2,"cadence":"*/15 * * * *","timeoutAfterDuration":"PT1M"})";
 inline constexpr std::string_view kCancelledError = R"({"name":"Error","message":"Task was cancelled"})";
 
-// Store tests with the schema migrated.
+// Store tests with both migration lines applied to the test's namespace (a task store and a job store on it).
 class StoreConformance : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override;
 
-  // Another Store ("node") on this test's namespace, sharing the fake clock unless options say otherwise.
-  std::unique_ptr<Store> OpenNode();
-  std::unique_ptr<Store> OpenNode(const StoreOptions& options, const std::string& ns_key);
+  // Another task store ("node") on this test's namespace, sharing the fake clock unless options say
+  // otherwise.
+  std::unique_ptr<TaskStore> OpenNode();
+  std::unique_ptr<TaskStore> OpenNode(const StoreOptions& options, const std::string& ns_key);
+  // Another job store on this test's namespace, likewise.
+  std::unique_ptr<JobStore> OpenJobNode();
+  std::unique_ptr<JobStore> OpenJobNode(const StoreOptions& options, const std::string& ns_key);
+  // The test-support admin of this test's namespace.
+  NamespaceAdmin& admin();
 
   // Inserts (or upserts) a task due at `start`.
   void AddTask(const std::string& id, TimeSpec start, std::string_view settings = kDurationSettings);
@@ -75,7 +81,9 @@ class StoreConformance : public ::testing::TestWithParam<Backend> {
   ::octop::testing::FakeClock clock_;  // declared first: outlives every store
   WallTime t0_ = clock_.WallNow();
   std::string ns_;
-  std::unique_ptr<Store> store_;
+  std::unique_ptr<TaskStore> store_;
+  std::unique_ptr<JobStore> jobs_;
+  std::unique_ptr<NamespaceAdmin> admin_;
   bool migrate_in_setup_ = true;
 };
 

@@ -20,18 +20,18 @@ class JobStatsTest : public StoreConformance {
     job.queue = std::move(queue);
     job.kind = std::move(kind);
     job.max_retries = max_retries;
-    auto out = store_->EnqueueJobs({job});
+    auto out = jobs_->EnqueueJobs({job});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     return out.ok() && out->size() == 1 ? out->front().id : "";
   }
   JobInfo ClaimOne(const std::string& queue = "default") {
-    auto jobs = store_->ClaimJobs({.queue = queue, .limit = 1, .worker_id = "w"});
+    auto jobs = jobs_->ClaimJobs({.queue = queue, .limit = 1, .worker_id = "w"});
     EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
     EXPECT_EQ(jobs.ok() ? jobs->size() : 0u, 1u);
     return jobs.ok() && !jobs->empty() ? jobs->front() : JobInfo{};
   }
   void Complete(const JobInfo& job, JobOutcome outcome) {
-    auto applied = store_->CompleteJobs(
+    auto applied = jobs_->CompleteJobs(
         {{.id = job.id,
           .attempt_token = job.attempt_token.value_or(""),
           .outcome = outcome,
@@ -50,7 +50,7 @@ class JobStatsTest : public StoreConformance {
     Complete(job, JobOutcome::kSuccess);
   }
   JobStats Stats(JobStatsFilter params = {.window = minutes(5), .bucket = minutes(1)}) {
-    auto stats = store_->ComputeJobStats(params);
+    auto stats = jobs_->ComputeJobStats(params);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
     return stats.ok() ? *stats : JobStats{};
   }
@@ -103,7 +103,7 @@ TEST_P(JobStatsTest, CountsFinishedJobsByCompletedAtWithLatenciesOfTheSucceeded)
   clock_.Advance(seconds(45));  // 00:01:06
   Complete(doomed, JobOutcome::kFail);
   const std::string cancelled = Enqueue();
-  OCTOP_ASSERT_OK(store_->CancelJob({cancelled}));
+  OCTOP_ASSERT_OK(jobs_->CancelJob({cancelled}));
   RunToSuccess(milliseconds(500), milliseconds(250), "other", "k2");  // ends 00:01:06.750
   // Not finished, so not counted: a failed attempt waiting for its retry, a running and a pending job.
   Enqueue("retrying");
@@ -172,7 +172,7 @@ TEST_P(JobStatsTest, TheWindowIncludesItsStartAndDropsWhatIsOlder) {
 }
 
 TEST_P(JobStatsTest, RejectsBadWindowsAndBuckets) {
-  const auto code = [&](JobStatsFilter params) { return store_->ComputeJobStats(params).status().code(); };
+  const auto code = [&](JobStatsFilter params) { return jobs_->ComputeJobStats(params).status().code(); };
   EXPECT_EQ(code({.window = minutes(1), .bucket = milliseconds(500)}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({.window = minutes(1), .bucket = std::chrono::microseconds(1000500)}),
             StatusCode::kInvalidArgument);
@@ -182,7 +182,7 @@ TEST_P(JobStatsTest, RejectsBadWindowsAndBuckets) {
   EXPECT_EQ(code({.window = std::chrono::hours(1), .bucket = seconds(2)}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({.window = std::chrono::hours(2), .bucket = seconds(5)}), StatusCode::kOk);  // 1440 buckets
   // Names no job can have find nothing rather than fail.
-  auto stats = store_->ComputeJobStats({.queue = std::string("bad\xff"), .kind = std::string("x\0y", 3)});
+  auto stats = jobs_->ComputeJobStats({.queue = std::string("bad\xff"), .kind = std::string("x\0y", 3)});
   OCTOP_ASSERT_OK(stats);
   EXPECT_EQ(stats->buckets.size(), 60u);
 }

@@ -32,48 +32,48 @@ JobSpec Job(std::string kind, std::string payload = "{}") {
 class JobsTest : public StoreConformance {
  protected:
   std::string Enqueue(JobSpec job) {
-    auto out = store_->EnqueueJobs({std::move(job)});
+    auto out = jobs_->EnqueueJobs({std::move(job)});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     if (!out.ok() || out->size() != 1) return "";
     return out->front().id;
   }
   JobInfo Get(const std::string& id) {
-    auto job = store_->GetJob(id);
+    auto job = jobs_->GetJob(id);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job.ok() ? *job : JobInfo{};
   }
   std::vector<JobInfo> Claim(int limit = 10, std::string queue = "default",
                              std::vector<std::string> kinds = {},
                              std::chrono::microseconds timeout = minutes(5)) {
-    auto jobs = store_->ClaimJobs({.queue = std::move(queue),
-                                   .limit = limit,
-                                   .kinds = std::move(kinds),
-                                   .timeout = timeout,
-                                   .worker_id = "w1"});
+    auto jobs = jobs_->ClaimJobs({.queue = std::move(queue),
+                                  .limit = limit,
+                                  .kinds = std::move(kinds),
+                                  .timeout = timeout,
+                                  .worker_id = "w1"});
     EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
     return jobs.ok() ? *jobs : std::vector<JobInfo>{};
   }
   bool Complete(const JobInfo& job, JobOutcome outcome, std::optional<std::string> error = std::nullopt,
                 std::chrono::microseconds delay = seconds(0)) {
-    auto applied = store_->CompleteJobs({{.id = job.id,
-                                          .attempt_token = job.attempt_token.value_or(""),
-                                          .outcome = outcome,
-                                          .error = std::move(error),
-                                          .retry_delay = delay}});
+    auto applied = jobs_->CompleteJobs({{.id = job.id,
+                                         .attempt_token = job.attempt_token.value_or(""),
+                                         .outcome = outcome,
+                                         .error = std::move(error),
+                                         .retry_delay = delay}});
     EXPECT_TRUE(applied.ok()) << applied.status().ToString();
     return applied.ok() && applied->size() == 1 && applied->front();
   }
   long Count(std::optional<JobStatus> status = std::nullopt) {
-    auto jobs = store_->ListJobs({.status = status, .limit = 1000});
+    auto jobs = jobs_->ListJobs({.status = status, .limit = 1000});
     EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
     return jobs.ok() ? static_cast<long>(jobs->size()) : -1;
   }
-  std::vector<std::unique_ptr<Store>> Nodes(int n) {
-    std::vector<std::unique_ptr<Store>> nodes;
+  std::vector<std::unique_ptr<JobStore>> Nodes(int n) {
+    std::vector<std::unique_ptr<JobStore>> nodes;
     StoreOptions options;
     options.clock = &clock_;
     options.busy_timeout = std::chrono::seconds(60);  // 16 threads queue for SQLite's one writer lock
-    for (int i = 0; i < n; ++i) nodes.push_back(OpenNode(options, ns_));
+    for (int i = 0; i < n; ++i) nodes.push_back(OpenJobNode(options, ns_));
     return nodes;
   }
 };
@@ -130,34 +130,34 @@ TEST_P(JobsTest, EnqueueAtAnAbsoluteTime) {
 
 TEST_P(JobsTest, EnqueueRejectsInvalidJsonAndWritesNothing) {
   std::vector<JobSpec> batch = {Job("ok"), Job("ok"), Job("bad", "{not json")};
-  auto out = store_->EnqueueJobs(batch);
+  auto out = jobs_->EnqueueJobs(batch);
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out.status().message().find("job 2"), std::string::npos) << out.status().message();
   EXPECT_EQ(Count(), 0);
-  EXPECT_EQ(store_->EnqueueJobs({Job("k", "")}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({Job("k", "")}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Count(), 0);
 }
 
 TEST_P(JobsTest, EnqueueRejectsNegativeMaxRetriesAndWritesNothing) {
   JobSpec bad = Job("k");
   bad.max_retries = -1;
-  auto out = store_->EnqueueJobs({Job("k"), bad});
+  auto out = jobs_->EnqueueJobs({Job("k"), bad});
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out.status().message().find("max_retries"), std::string::npos) << out.status().message();
   EXPECT_EQ(Count(), 0);
 }
 
 TEST_P(JobsTest, EnqueueRejectsBadNamesAndEmptyBatches) {
-  EXPECT_EQ(store_->EnqueueJobs({Job("")}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({Job("")}).status().code(), StatusCode::kInvalidArgument);
   JobSpec no_queue = Job("k");
   no_queue.queue = "";
-  EXPECT_EQ(store_->EnqueueJobs({no_queue}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->EnqueueJobs({Job(std::string(256, 'k'))}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->EnqueueJobs({Job("bad\xff utf8")}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({no_queue}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({Job(std::string(256, 'k'))}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({Job("bad\xff utf8")}).status().code(), StatusCode::kInvalidArgument);
   JobSpec empty_key = Job("k");
   empty_key.unique_key = "";
-  EXPECT_EQ(store_->EnqueueJobs({empty_key}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->EnqueueJobs({}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({empty_key}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->EnqueueJobs({}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Count(), 0);
   // Quotes, percent signs and unicode are data, not SQL.
   JobSpec odd = Job("k'; DROP TABLE octop_jobs; --", R"({"s":"100% \"quoted\" ünïcødé 🐙"})");
@@ -172,7 +172,7 @@ TEST_P(JobsTest, EnqueueBatchReturnsIdsInInputOrder) {
   std::vector<JobSpec> batch;
   for (int i = 0; i < 200; ++i)
     batch.push_back(Job("k" + std::to_string(i), R"({"i":)" + std::to_string(i) + "}"));
-  auto out = store_->EnqueueJobs(batch);
+  auto out = jobs_->EnqueueJobs(batch);
   OCTOP_ASSERT_OK(out);
   ASSERT_EQ(out->size(), 200u);
   std::set<std::string> ids;
@@ -192,9 +192,9 @@ TEST_P(JobsTest, EnqueueBatchReturnsIdsInInputOrder) {
 TEST_P(JobsTest, UniqueKeyReturnsTheLiveJob) {
   JobSpec job = Job("k");
   job.unique_key = "only-one";
-  auto first = store_->EnqueueJobs({job});
+  auto first = jobs_->EnqueueJobs({job});
   OCTOP_ASSERT_OK(first);
-  auto second = store_->EnqueueJobs({job});
+  auto second = jobs_->EnqueueJobs({job});
   OCTOP_ASSERT_OK(second);
   EXPECT_FALSE(first->front().existing);
   EXPECT_TRUE(second->front().existing);
@@ -202,12 +202,12 @@ TEST_P(JobsTest, UniqueKeyReturnsTheLiveJob) {
   // Running still holds the key.
   auto claimed = Claim();
   ASSERT_EQ(claimed.size(), 1u);
-  auto third = store_->EnqueueJobs({job});
+  auto third = jobs_->EnqueueJobs({job});
   OCTOP_ASSERT_OK(third);
   EXPECT_TRUE(third->front().existing);
   // Once it succeeded, the key is free again.
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
-  auto fourth = store_->EnqueueJobs({job});
+  auto fourth = jobs_->EnqueueJobs({job});
   OCTOP_ASSERT_OK(fourth);
   EXPECT_FALSE(fourth->front().existing);
   EXPECT_NE(fourth->front().id, first->front().id);
@@ -222,7 +222,7 @@ TEST_P(JobsTest, UniqueKeyIsHeldWhileAwaitingRetryAndFreedWhenFrozen) {
   ASSERT_EQ(claimed.size(), 1u);
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "boom", minutes(1)));
   ASSERT_EQ(Get(id).status, JobStatus::kFailed);
-  auto again = store_->EnqueueJobs({job});
+  auto again = jobs_->EnqueueJobs({job});
   OCTOP_ASSERT_OK(again);
   EXPECT_TRUE(again->front().existing);
   EXPECT_EQ(again->front().id, id);
@@ -231,7 +231,7 @@ TEST_P(JobsTest, UniqueKeyIsHeldWhileAwaitingRetryAndFreedWhenFrozen) {
   ASSERT_EQ(claimed.size(), 1u);
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "boom again"));
   ASSERT_EQ(Get(id).status, JobStatus::kFrozen);
-  auto fresh = store_->EnqueueJobs({job});
+  auto fresh = jobs_->EnqueueJobs({job});
   OCTOP_ASSERT_OK(fresh);
   EXPECT_FALSE(fresh->front().existing);
 }
@@ -239,7 +239,7 @@ TEST_P(JobsTest, UniqueKeyIsHeldWhileAwaitingRetryAndFreedWhenFrozen) {
 TEST_P(JobsTest, UniqueKeyDuplicatesInsideOneBatch) {
   JobSpec a = Job("k");
   a.unique_key = "dup";
-  auto out = store_->EnqueueJobs({a, Job("other"), a});
+  auto out = jobs_->EnqueueJobs({a, Job("other"), a});
   OCTOP_ASSERT_OK(out);
   ASSERT_EQ(out->size(), 3u);
   EXPECT_FALSE((*out)[0].existing);
@@ -265,7 +265,7 @@ TEST_P(JobsTest, UniqueKeyUnderSixteenConcurrentEnqueuers) {
     std::vector<std::jthread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
-        Store& node = *nodes[static_cast<std::size_t>(t % 4)];
+        JobStore& node = *nodes[static_cast<std::size_t>(t % 4)];
         for (int r = 0; r < kRounds; ++r) {
           JobSpec job = Job("k");
           job.unique_key = "key-" + std::to_string(r);
@@ -366,9 +366,9 @@ TEST_P(JobsTest, ClaimFiltersByQueueAndKinds) {
 }
 
 TEST_P(JobsTest, ClaimRejectsBadLimits) {
-  EXPECT_EQ(store_->ClaimJobs({.limit = 0}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->ClaimJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->ClaimJobs({.queue = ""}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->ClaimJobs({.limit = 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->ClaimJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->ClaimJobs({.queue = ""}).status().code(), StatusCode::kInvalidArgument);
 }
 
 // 5,000 jobs drained by 16 threads over 4 Stores, each claiming batches: every job is handed out exactly
@@ -381,7 +381,7 @@ TEST_P(JobsTest, SkipLockedNeverHandsAJobToTwoClaimers) {
   for (std::size_t from = 0; from < batch.size(); from += 1000) {
     std::vector<JobSpec> part(batch.begin() + static_cast<long>(from),
                               batch.begin() + static_cast<long>(std::min(from + 1000, batch.size())));
-    OCTOP_ASSERT_OK(store_->EnqueueJobs(part));
+    OCTOP_ASSERT_OK(jobs_->EnqueueJobs(part));
   }
   auto nodes = Nodes(4);
   for (const auto& n : nodes) ASSERT_NE(n, nullptr);
@@ -393,7 +393,7 @@ TEST_P(JobsTest, SkipLockedNeverHandsAJobToTwoClaimers) {
     std::vector<std::jthread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
-        Store& node = *nodes[static_cast<std::size_t>(t % 4)];
+        JobStore& node = *nodes[static_cast<std::size_t>(t % 4)];
         int empty_rounds = 0;
         while (claimed_total.load() < kJobs && empty_rounds < 1000) {
           auto jobs =
@@ -432,7 +432,7 @@ TEST_P(JobsTest, SkipLockedNeverHandsAJobToTwoClaimers) {
   int twice = 0;
   for (const auto& [id, n] : claims) twice += n > 1 ? 1 : 0;
   EXPECT_EQ(twice, 0) << "jobs handed out more than once";
-  auto summary = store_->SummarizeJobs();
+  auto summary = jobs_->SummarizeJobs();
   OCTOP_ASSERT_OK(summary);
   ASSERT_EQ(summary->size(), 1u);
   EXPECT_EQ((*summary)[0].status, JobStatus::kSuccess);
@@ -460,7 +460,7 @@ TEST_P(JobsTest, StaleTokenCompletionIsRejected) {
   auto first = Claim(1, "default", {}, seconds(10));
   ASSERT_EQ(first.size(), 1u);
   clock_.Advance(seconds(11));
-  auto rescued = store_->RescueExpiredJobs({.backoff_base = seconds(0), .backoff_max = seconds(0)});
+  auto rescued = jobs_->RescueExpiredJobs({.backoff_base = seconds(0), .backoff_max = seconds(0)});
   OCTOP_ASSERT_OK(rescued);
   ASSERT_EQ(rescued->size(), 1u);
   auto second = Claim(1);
@@ -480,7 +480,7 @@ TEST_P(JobsTest, CompleteBatchReportsEachItem) {
   Enqueue(Job("b"));
   auto claimed = Claim(2);
   ASSERT_EQ(claimed.size(), 2u);
-  auto applied = store_->CompleteJobs({
+  auto applied = jobs_->CompleteJobs({
       {.id = claimed[0].id, .attempt_token = *claimed[0].attempt_token},
       {.id = claimed[1].id, .attempt_token = "not-the-token"},
       {.id = "not-a-uuid", .attempt_token = "x"},
@@ -493,7 +493,7 @@ TEST_P(JobsTest, CompleteBatchReportsEachItem) {
   EXPECT_EQ(*applied, (std::vector<bool>{true, false, false, true}));
   EXPECT_EQ(Get(claimed[0].id).status, JobStatus::kSuccess);
   EXPECT_EQ(Get(claimed[1].id).status, JobStatus::kFrozen);
-  auto empty = store_->CompleteJobs({});
+  auto empty = jobs_->CompleteJobs({});
   OCTOP_ASSERT_OK(empty);
   EXPECT_TRUE(empty->empty());
 }
@@ -654,11 +654,11 @@ TEST_P(JobsTest, RescueRetriesWithBackoffOrFreezes) {
   ASSERT_EQ(long_one.size(), 1u);
   EXPECT_EQ(long_one[0].id, c);
   clock_.Advance(seconds(10));
-  auto none = store_->RescueExpiredJobs({});
+  auto none = jobs_->RescueExpiredJobs({});
   OCTOP_ASSERT_OK(none);
   EXPECT_TRUE(none->empty()) << "expires_at = now is not yet expired";
   clock_.Advance(milliseconds(1));
-  auto rescued = store_->RescueExpiredJobs({.backoff_base = seconds(4), .backoff_max = minutes(1)});
+  auto rescued = jobs_->RescueExpiredJobs({.backoff_base = seconds(4), .backoff_max = minutes(1)});
   OCTOP_ASSERT_OK(rescued);
   ASSERT_EQ(rescued->size(), 2u);
   std::map<std::string, RescuedJob> by_id;
@@ -678,7 +678,7 @@ TEST_P(JobsTest, RescueRetriesWithBackoffOrFreezes) {
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].id, a);
   clock_.Advance(seconds(2));
-  OCTOP_ASSERT_OK(store_->RescueExpiredJobs({.backoff_base = seconds(4), .backoff_max = minutes(1)}));
+  OCTOP_ASSERT_OK(jobs_->RescueExpiredJobs({.backoff_base = seconds(4), .backoff_max = minutes(1)}));
   EXPECT_EQ(Show(Get(a).scheduled_at), Show(clock_.WallNow() + seconds(8)));
 }
 
@@ -692,7 +692,7 @@ TEST_P(JobsTest, RescueSparesTheCallersOwnAttempts) {
   ASSERT_EQ(second.size(), 1u);
   ASSERT_TRUE(first[0].attempt_token.has_value());
   clock_.Advance(seconds(11));
-  auto rescued = store_->RescueExpiredJobs({.spare_tokens = {*first[0].attempt_token, "not-a-token"}});
+  auto rescued = jobs_->RescueExpiredJobs({.spare_tokens = {*first[0].attempt_token, "not-a-token"}});
   OCTOP_ASSERT_OK(rescued);
   ASSERT_EQ(rescued->size(), 1u);
   EXPECT_EQ((*rescued)[0].id, theirs);
@@ -705,18 +705,18 @@ TEST_P(JobsTest, RescueTakesTheEarlierOfNowAndExpiredBefore) {
   const WallTime claimed_at = clock_.WallNow();
   // The database's clock stepped two hours ahead; the rescuer's estimate (before the step) is 1 s later.
   clock_.StepWall(hours(2));
-  auto rescued = store_->RescueExpiredJobs({.expired_before = claimed_at + seconds(1)});
+  auto rescued = jobs_->RescueExpiredJobs({.expired_before = claimed_at + seconds(1)});
   OCTOP_ASSERT_OK(rescued);
   EXPECT_TRUE(rescued->empty());
   EXPECT_EQ(Get(id).status, JobStatus::kRunning);
-  rescued = store_->RescueExpiredJobs({.expired_before = claimed_at + seconds(10) + milliseconds(1)});
+  rescued = jobs_->RescueExpiredJobs({.expired_before = claimed_at + seconds(10) + milliseconds(1)});
   OCTOP_ASSERT_OK(rescued);
   ASSERT_EQ(rescued->size(), 1u);
   EXPECT_EQ((*rescued)[0].id, id);
   // A bound beyond now is no wider than now.
   const std::string later = Enqueue(Job("b"));
   ASSERT_EQ(Claim(1, "default", {}, seconds(10)).size(), 1u);
-  rescued = store_->RescueExpiredJobs({.expired_before = clock_.WallNow() + hours(5)});
+  rescued = jobs_->RescueExpiredJobs({.expired_before = clock_.WallNow() + hours(5)});
   OCTOP_ASSERT_OK(rescued);
   EXPECT_TRUE(rescued->empty());
   EXPECT_EQ(Get(later).status, JobStatus::kRunning);
@@ -730,18 +730,18 @@ TEST_P(JobsTest, RenewJobLeasesRebasesRunningAttemptsOnNow) {
   ASSERT_TRUE(claimed[0].attempt_token.has_value() && claimed[1].attempt_token.has_value());
   // The wall clock steps forward two hours: every lease looks expired. The owner renews from now.
   clock_.StepWall(hours(2));
-  auto renewed = store_->RenewJobLeases(
+  auto renewed = jobs_->RenewJobLeases(
       {.tokens = {*claimed[0].attempt_token, *claimed[1].attempt_token}, .lease = seconds(30)});
   OCTOP_ASSERT_OK(renewed);
   EXPECT_EQ(*renewed, 2);
   EXPECT_EQ(Show(Get(a).expires_at), Show(clock_.WallNow() + seconds(30)));
-  auto rescued = store_->RescueExpiredJobs({});
+  auto rescued = jobs_->RescueExpiredJobs({});
   OCTOP_ASSERT_OK(rescued);
   EXPECT_TRUE(rescued->empty());
-  renewed = store_->RenewJobLeases({.tokens = {"stale"}, .lease = seconds(30)});
+  renewed = jobs_->RenewJobLeases({.tokens = {"stale"}, .lease = seconds(30)});
   OCTOP_ASSERT_OK(renewed);
   EXPECT_EQ(*renewed, 0);
-  renewed = store_->RenewJobLeases({});
+  renewed = jobs_->RenewJobLeases({});
   OCTOP_ASSERT_OK(renewed);
   EXPECT_EQ(*renewed, 0);
   EXPECT_EQ(Get(b).status, JobStatus::kRunning);
@@ -758,7 +758,7 @@ TEST_P(JobsTest, RetryJobGivesAFrozenJobOneMoreAttempt) {
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "bad"));
   ASSERT_EQ(Get(id).status, JobStatus::kFrozen);
   clock_.Advance(minutes(1));
-  OCTOP_ASSERT_OK(store_->RetryJob({id}));
+  OCTOP_ASSERT_OK(jobs_->RetryJob({id}));
   JobInfo row = Get(id);
   EXPECT_EQ(row.status, JobStatus::kPending);
   EXPECT_EQ(Show(row.scheduled_at), Show(t0() + minutes(1)));
@@ -774,14 +774,14 @@ TEST_P(JobsTest, RetryJobGivesAFrozenJobOneMoreAttempt) {
 
 TEST_P(JobsTest, RetryJobErrors) {
   const std::string id = Enqueue(Job("k"));
-  Status pending = store_->RetryJob({id});
+  Status pending = jobs_->RetryJob({id});
   EXPECT_EQ(pending.code(), StatusCode::kConflict);
   EXPECT_EQ(pending.message(), "Job " + id + " is pending, only failed or frozen jobs can be retried");
   const std::string missing = "00000000-0000-4000-8000-000000000000";
-  Status not_found = store_->RetryJob({missing});
+  Status not_found = jobs_->RetryJob({missing});
   EXPECT_EQ(not_found.code(), StatusCode::kNotFound);
   EXPECT_EQ(not_found.message(), "Job " + missing + " does not exist");
-  EXPECT_EQ(store_->RetryJob({"nope'"}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->RetryJob({"nope'"}).code(), StatusCode::kNotFound);
   // A frozen job whose unique key another live job took meanwhile cannot come back.
   JobSpec keyed = Job("k");
   keyed.unique_key = "shared";
@@ -796,14 +796,14 @@ TEST_P(JobsTest, RetryJobErrors) {
   ASSERT_EQ(Get(frozen).status, JobStatus::kFrozen);
   const std::string taker = Enqueue(keyed);
   ASSERT_NE(taker, frozen);
-  EXPECT_EQ(store_->RetryJob({frozen}).code(), StatusCode::kConflict);
+  EXPECT_EQ(jobs_->RetryJob({frozen}).code(), StatusCode::kConflict);
   EXPECT_EQ(Get(frozen).status, JobStatus::kFrozen);
 }
 
 TEST_P(JobsTest, CancelJobFreezesWaitingJobs) {
   const std::string pending = Enqueue(Job("k"));
   clock_.Advance(seconds(1));
-  OCTOP_ASSERT_OK(store_->CancelJob({pending}));
+  OCTOP_ASSERT_OK(jobs_->CancelJob({pending}));
   JobInfo row = Get(pending);
   EXPECT_EQ(row.status, JobStatus::kFrozen);
   EXPECT_EQ(row.last_error, std::optional<std::string>("Job was cancelled"));
@@ -814,7 +814,7 @@ TEST_P(JobsTest, CancelJobFreezesWaitingJobs) {
   auto claimed = Claim();
   ASSERT_EQ(claimed.size(), 1u);
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "x", minutes(5)));
-  OCTOP_ASSERT_OK(store_->CancelJob({failed}));
+  OCTOP_ASSERT_OK(jobs_->CancelJob({failed}));
   EXPECT_EQ(Get(failed).status, JobStatus::kFrozen);
 }
 
@@ -822,20 +822,20 @@ TEST_P(JobsTest, CancelJobErrors) {
   const std::string id = Enqueue(Job("k"));
   auto claimed = Claim();
   ASSERT_EQ(claimed.size(), 1u);
-  Status running = store_->CancelJob({id});
+  Status running = jobs_->CancelJob({id});
   EXPECT_EQ(running.code(), StatusCode::kConflict);
   EXPECT_EQ(running.message(), "Job " + id + " is currently running");
   EXPECT_EQ(Get(id).status, JobStatus::kRunning) << "a refused cancel writes nothing";
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
-  Status finished = store_->CancelJob({id});
+  Status finished = jobs_->CancelJob({id});
   EXPECT_EQ(finished.code(), StatusCode::kConflict);
   EXPECT_EQ(finished.message(), "Job " + id + " has already finished");
   const std::string missing = "00000000-0000-4000-8000-000000000001";
-  Status not_found = store_->CancelJob({missing});
+  Status not_found = jobs_->CancelJob({missing});
   EXPECT_EQ(not_found.code(), StatusCode::kNotFound);
   EXPECT_EQ(not_found.message(), "Job " + missing + " does not exist");
-  EXPECT_EQ(store_->CancelJob({"%' OR 1=1 --"}).code(), StatusCode::kNotFound);
-  EXPECT_EQ(store_->GetJob("not a uuid").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->CancelJob({"%' OR 1=1 --"}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->GetJob("not a uuid").status().code(), StatusCode::kNotFound);
 }
 
 // ---- Queues -----------------------------------------------------------------------------------------------
@@ -847,28 +847,28 @@ TEST_P(JobsTest, PauseStopsClaimsAndResumeRestoresThem) {
   b.queue = "b";
   Enqueue(a);
   Enqueue(b);
-  OCTOP_ASSERT_OK(store_->SetQueuePaused("a", true));
+  OCTOP_ASSERT_OK(jobs_->SetQueuePaused("a", true));
   EXPECT_TRUE(Claim(10, "a").empty());
   EXPECT_EQ(Claim(10, "b").size(), 1u) << "other queues are not paused";
-  OCTOP_ASSERT_OK(store_->EnqueueJobs({a}));  // enqueue still works while paused
-  auto queues = store_->ListQueues();
+  OCTOP_ASSERT_OK(jobs_->EnqueueJobs({a}));  // enqueue still works while paused
+  auto queues = jobs_->ListQueues();
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 2u);
   EXPECT_EQ((*queues)[0].name, "a");
   EXPECT_TRUE((*queues)[0].paused);
   EXPECT_EQ((*queues)[1].name, "b");
   EXPECT_FALSE((*queues)[1].paused);
-  OCTOP_ASSERT_OK(store_->SetQueuePaused("a", false));
+  OCTOP_ASSERT_OK(jobs_->SetQueuePaused("a", false));
   EXPECT_EQ(Claim(10, "a").size(), 2u);
-  OCTOP_ASSERT_OK(store_->SetQueuePaused("empty", true));
-  queues = store_->ListQueues();
+  OCTOP_ASSERT_OK(jobs_->SetQueuePaused("empty", true));
+  queues = jobs_->ListQueues();
   OCTOP_ASSERT_OK(queues);
   EXPECT_EQ(queues->size(), 3u) << "a paused queue without jobs is listed";
-  EXPECT_EQ(store_->SetQueuePaused("", true).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->SetQueuePaused("", true).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(JobsTest, NextJobDueAtIsTheEarliestWaitingJob) {
-  auto none = store_->NextJobDueAt("default");
+  auto none = jobs_->NextJobDueAt("default");
   OCTOP_ASSERT_OK(none);
   EXPECT_EQ(*none, std::nullopt);
   JobSpec later = Job("k");
@@ -876,7 +876,7 @@ TEST_P(JobsTest, NextJobDueAtIsTheEarliestWaitingJob) {
   Enqueue(later);
   later.scheduled_at = clock_.WallNow() + minutes(2);
   Enqueue(later);
-  auto next = store_->NextJobDueAt("default");
+  auto next = jobs_->NextJobDueAt("default");
   OCTOP_ASSERT_OK(next);
   EXPECT_EQ(Show(*next), Show(t0() + minutes(2)));
 }
@@ -891,25 +891,25 @@ TEST_P(JobsTest, ListJobsFiltersAndPagesNewestFirst) {
     ids.push_back(Enqueue(job));
     clock_.Advance(seconds(1));
   }
-  auto all = store_->ListJobs({});
+  auto all = jobs_->ListJobs({});
   OCTOP_ASSERT_OK(all);
   ASSERT_EQ(all->size(), 5u);
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ((*all)[i].id, ids[4 - i]);
-  auto evens = store_->ListJobs({.queue = "q", .kind = "even"});
+  auto evens = jobs_->ListJobs({.queue = "q", .kind = "even"});
   OCTOP_ASSERT_OK(evens);
   ASSERT_EQ(evens->size(), 2u);
   EXPECT_EQ((*evens)[0].id, ids[2]);
   EXPECT_EQ((*evens)[1].id, ids[0]);
-  auto page = store_->ListJobs({.limit = 2, .offset = 2});
+  auto page = jobs_->ListJobs({.limit = 2, .offset = 2});
   OCTOP_ASSERT_OK(page);
   ASSERT_EQ(page->size(), 2u);
   EXPECT_EQ((*page)[0].id, ids[2]);
   EXPECT_EQ((*page)[1].id, ids[1]);
-  auto running = store_->ListJobs({.status = JobStatus::kRunning});
+  auto running = jobs_->ListJobs({.status = JobStatus::kRunning});
   OCTOP_ASSERT_OK(running);
   EXPECT_TRUE(running->empty());
-  EXPECT_EQ(store_->ListJobs({.limit = 0}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->ListJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->ListJobs({.limit = 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->ListJobs({.limit = 1001}).status().code(), StatusCode::kInvalidArgument);
 }
 
 // A listing carries payloads newest first until their bytes would pass the budget; the rest come without,
@@ -922,7 +922,7 @@ TEST_P(JobsTest, ListJobsLeavesOutPayloadsPastItsByteBudget) {
     ids.push_back(Enqueue(job));
     clock_.Advance(seconds(1));
   }
-  auto some = store_->ListJobs({.limit = 10, .payload_budget = 250});
+  auto some = jobs_->ListJobs({.limit = 10, .payload_budget = 250});
   OCTOP_ASSERT_OK(some);
   ASSERT_EQ(some->size(), 3u);
   EXPECT_EQ((*some)[0].id, ids[2]);
@@ -932,14 +932,14 @@ TEST_P(JobsTest, ListJobsLeavesOutPayloadsPastItsByteBudget) {
   EXPECT_EQ((*some)[2].id, ids[0]);
   EXPECT_EQ((*some)[2].payload, "");
   EXPECT_EQ((*some)[2].omitted_payload_bytes, 102);
-  auto none = store_->ListJobs({.limit = 10, .payload_budget = 0});
+  auto none = jobs_->ListJobs({.limit = 10, .payload_budget = 0});
   OCTOP_ASSERT_OK(none);
   for (const JobInfo& job : *none) EXPECT_EQ(job.omitted_payload_bytes, 102) << job.id;
-  auto all = store_->ListJobs({.limit = 10});
+  auto all = jobs_->ListJobs({.limit = 10});
   OCTOP_ASSERT_OK(all);
   for (const JobInfo& job : *all) EXPECT_EQ(job.omitted_payload_bytes, std::nullopt) << job.id;
   // A page past the budgeted one counts its own bytes.
-  auto page = store_->ListJobs({.limit = 1, .offset = 2, .payload_budget = 150});
+  auto page = jobs_->ListJobs({.limit = 1, .offset = 2, .payload_budget = 150});
   OCTOP_ASSERT_OK(page);
   ASSERT_EQ(page->size(), 1u);
   EXPECT_EQ((*page)[0].omitted_payload_bytes, std::nullopt);
@@ -965,7 +965,7 @@ TEST_P(JobsTest, SummaryCountsOldestAndAverageDelay) {
   ASSERT_EQ(two.size(), 1u);
   ASSERT_TRUE(Complete(one[0], JobOutcome::kSuccess));
   ASSERT_TRUE(Complete(two[0], JobOutcome::kSuccess));
-  auto summary = store_->SummarizeJobs();
+  auto summary = jobs_->SummarizeJobs();
   OCTOP_ASSERT_OK(summary);
   ASSERT_EQ(summary->size(), 2u);
   const JobStatusCount& pending = (*summary)[0];
@@ -984,7 +984,7 @@ TEST_P(JobsTest, SummaryCountsOldestAndAverageDelay) {
   EXPECT_EQ(std::chrono::duration_cast<milliseconds>(*success.average_delay).count(), 7000);
   // Over an hour later the started ones no longer count towards the delay.
   clock_.Advance(hours(2));
-  summary = store_->SummarizeJobs();
+  summary = jobs_->SummarizeJobs();
   OCTOP_ASSERT_OK(summary);
   ASSERT_EQ(summary->size(), 2u);
   EXPECT_EQ((*summary)[1].count, 2);
@@ -1000,7 +1000,7 @@ TEST_P(JobsTest, SummaryViewAndFailedJobsViewExist) {
   ASSERT_EQ(claimed.size(), 1u);
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "bad"));
   std::vector<std::vector<std::optional<std::string>>> summary_rows, failed_rows;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
     auto s = tx.Execute("SELECT status, count FROM octop_job_summary WHERE queue = $1 ORDER BY status",
                         {"default"});
     if (!s.ok()) return s.status();
@@ -1034,7 +1034,7 @@ TEST_P(JobsTest, ListFailedJobsNewestFirst) {
     ASSERT_EQ(claimed.size(), 1u);
     ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "e" + std::to_string(i), hours(1)));
   }
-  auto failed = store_->ListFailedJobs({});
+  auto failed = jobs_->ListFailedJobs({});
   OCTOP_ASSERT_OK(failed);
   ASSERT_EQ(failed->size(), 3u);
   EXPECT_EQ((*failed)[0].id, ids[2]);
@@ -1042,7 +1042,7 @@ TEST_P(JobsTest, ListFailedJobsNewestFirst) {
   EXPECT_EQ((*failed)[1].status, JobStatus::kFailed);
   EXPECT_EQ((*failed)[2].id, ids[0]);
   EXPECT_EQ((*failed)[2].status, JobStatus::kFrozen);
-  auto limited = store_->ListFailedJobs({.limit = 1});
+  auto limited = jobs_->ListFailedJobs({.limit = 1});
   OCTOP_ASSERT_OK(limited);
   ASSERT_EQ(limited->size(), 1u);
   EXPECT_EQ(limited->front().id, ids[2]);
@@ -1051,20 +1051,20 @@ TEST_P(JobsTest, ListFailedJobsNewestFirst) {
 // ---- Config and retention ---------------------------------------------------------------------------------
 
 TEST_P(JobsTest, ConfigGetSetList) {
-  auto missing = store_->GetConfig("queue.poll_interval");
+  auto missing = jobs_->GetConfig("queue.poll_interval");
   OCTOP_ASSERT_OK(missing);
   EXPECT_EQ(*missing, std::nullopt);
-  OCTOP_ASSERT_OK(store_->SetConfig("queue.poll_interval", R"({"value": 5})"));
+  OCTOP_ASSERT_OK(jobs_->SetConfig("queue.poll_interval", R"({"value": 5})"));
   clock_.Advance(seconds(1));
-  OCTOP_ASSERT_OK(store_->SetConfig("queue.poll_interval", R"({"value": 2})"));
-  OCTOP_ASSERT_OK(store_->SetConfig("job.default_timeout", R"("PT5M")"));
-  auto value = store_->GetConfig("queue.poll_interval");
+  OCTOP_ASSERT_OK(jobs_->SetConfig("queue.poll_interval", R"({"value": 2})"));
+  OCTOP_ASSERT_OK(jobs_->SetConfig("job.default_timeout", R"("PT5M")"));
+  auto value = jobs_->GetConfig("queue.poll_interval");
   OCTOP_ASSERT_OK(value);
   ASSERT_TRUE(value->has_value());
   EXPECT_EQ(nlohmann::json::parse(**value), nlohmann::json::parse(R"({"value": 2})"));
-  EXPECT_EQ(store_->SetConfig("k", "{bad").code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->SetConfig("", "1").code(), StatusCode::kInvalidArgument);
-  auto all = store_->ListConfig();
+  EXPECT_EQ(jobs_->SetConfig("k", "{bad").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs_->SetConfig("", "1").code(), StatusCode::kInvalidArgument);
+  auto all = admin().ListConfig();
   OCTOP_ASSERT_OK(all);
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[0].key, "job.default_timeout");
@@ -1090,16 +1090,16 @@ TEST_P(JobsTest, DeleteFinishedJobsKeepsRecentAndUnfinished) {
   auto recent_claim = Claim(10, "default", {"recent"});
   ASSERT_EQ(recent_claim.size(), 1u);
   ASSERT_TRUE(Complete(recent_claim[0], JobOutcome::kSuccess));
-  EXPECT_EQ(store_->DeleteFinishedJobs({.statuses = {JobStatus::kPending}}).status().code(),
+  EXPECT_EQ(jobs_->DeleteFinishedJobs({.statuses = {JobStatus::kPending}}).status().code(),
             StatusCode::kInvalidArgument);
-  auto deleted = store_->DeleteFinishedJobs({.older_than = hours(24), .limit = 1});
+  auto deleted = jobs_->DeleteFinishedJobs({.older_than = hours(24), .limit = 1});
   OCTOP_ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
-  deleted = store_->DeleteFinishedJobs({.older_than = hours(24)});
+  deleted = jobs_->DeleteFinishedJobs({.older_than = hours(24)});
   OCTOP_ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
-  EXPECT_EQ(store_->GetJob(old_success).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(store_->GetJob(old_frozen).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->GetJob(old_success).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->GetJob(old_frozen).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Get(recent).status, JobStatus::kSuccess);
   EXPECT_EQ(Count(JobStatus::kPending), 1);
 }
@@ -1113,7 +1113,7 @@ const char* CreateOrders(std::string_view backend) {
 
 TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
   std::string id;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.Execute(CreateOrders(tx.backend()), {}).status());
     auto inserted = tx.Execute("INSERT INTO test_orders (id, note) VALUES ($1, $2)", {"1", "it's 100%"});
     if (!inserted.ok()) return inserted.status();
@@ -1125,7 +1125,7 @@ TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
   }));
   EXPECT_EQ(Get(id).kind, "order.created");
   std::vector<std::vector<std::optional<std::string>>> rows;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
     auto r = tx.Execute("SELECT id, note FROM test_orders WHERE id = $1", {"1"});
     if (!r.ok()) return r.status();
     rows = r->rows;
@@ -1136,9 +1136,9 @@ TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
 }
 
 TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
-  OCTOP_ASSERT_OK(store_->WithTransaction(
+  OCTOP_ASSERT_OK(jobs_->WithTransaction(
       [&](Transaction& tx) { return tx.Execute(CreateOrders(tx.backend()), {}).status(); }));
-  Status status = store_->WithTransaction([&](Transaction& tx) -> Status {
+  Status status = jobs_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(
         tx.Execute("INSERT INTO test_orders (id, note) VALUES ($1, $2)", {"7", "x"}).status());
     OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("order.created")}).status());
@@ -1147,7 +1147,7 @@ TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
   EXPECT_EQ(status.code(), StatusCode::kCancelled);
   EXPECT_EQ(Count(), 0);
   long orders = -1;
-  OCTOP_ASSERT_OK(store_->WithTransaction([&](Transaction& tx) -> Status {
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
     auto r = tx.Execute("SELECT count(*) FROM test_orders", {});
     if (!r.ok()) return r.status();
     orders = std::stol(r->rows.at(0).at(0).value_or("-1"));
@@ -1157,7 +1157,7 @@ TEST_P(JobsTest, TransactionRollbackLeavesNoJobAndNoRow) {
 }
 
 TEST_P(JobsTest, TransactionWithAFailedStatementRollsBackEvenIfTheCallbackIgnoresIt) {
-  Status status = store_->WithTransaction([&](Transaction& tx) -> Status {
+  Status status = jobs_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("k")}).status());
     auto bad = tx.Execute("SELECT * FROM no_such_table_here", {});
     EXPECT_FALSE(bad.ok());
@@ -1168,15 +1168,15 @@ TEST_P(JobsTest, TransactionWithAFailedStatementRollsBackEvenIfTheCallbackIgnore
   EXPECT_FALSE(status.ok());
   EXPECT_EQ(Count(), 0);
   // Parameters are counted, never interpolated.
-  Status mismatch = store_->WithTransaction(
+  Status mismatch = jobs_->WithTransaction(
       [&](Transaction& tx) -> Status { return tx.Execute("SELECT $1, $2", {"only one"}).status(); });
   EXPECT_FALSE(mismatch.ok());
 }
 
 TEST_P(JobsTest, EnqueueNotifiesTheQueueOnlyOnCommit) {
-  auto listener = store_->Listen({std::string(kJobsChannel)});
+  auto listener = jobs_->Listen({std::string(kJobsChannel)});
   OCTOP_ASSERT_OK(listener);
-  auto node = OpenNode();
+  auto node = OpenJobNode();
   ASSERT_NE(node, nullptr);
   JobSpec rolled_back = Job("k");
   rolled_back.queue = "never";
@@ -1207,17 +1207,17 @@ TEST_P(JobsTest, EnqueueNotifiesTheQueueOnlyOnCommit) {
 }
 
 TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
-  auto names = store_->AppliedMigrations();
+  auto names = admin().AppliedMigrations(MigrationLine::kJobs);
   OCTOP_ASSERT_OK(names);
   ASSERT_FALSE(names->empty());
   EXPECT_EQ(names->back(), "octop_0003_job_queue");
-  auto queues = store_->DescribeTable("octop_queues");
+  auto queues = admin().DescribeTable("octop_queues");
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 3u);
   EXPECT_EQ((*queues)[0].name, "name");
   EXPECT_TRUE((*queues)[0].primary_key);
   bool unique_over_failed = false;
-  auto indexes = store_->DescribeIndexes("octop_jobs");
+  auto indexes = admin().DescribeIndexes("octop_jobs");
   OCTOP_ASSERT_OK(indexes);
   for (const IndexInfo& index : *indexes) {
     if (index.name == "octop_jobs_unique_key") unique_over_failed = index.unique && index.partial;

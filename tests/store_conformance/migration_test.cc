@@ -1,5 +1,5 @@
-// Migrations: versioned, recorded, idempotent, safe to run concurrently, and upgradable from every earlier
-// version.
+// Migrations: two lines (a task namespace's, a job namespace's), each versioned, recorded, idempotent, safe
+// to run concurrently, and upgradable from every earlier version; a namespace holds only its line's tables.
 #include <atomic>
 #include <set>
 #include <thread>
@@ -13,7 +13,7 @@ namespace {
 // A task row as a release before migration 3 (or a Backstage backend of that age) wrote it. UpsertTask is not
 // used for this: octop registers tasks only in a schema it has migrated to the latest version, and its upsert
 // reads a column migration 3 adds.
-Status InsertOldRow(Store& store, const std::string& id, const std::string& settings, WallTime next) {
+Status InsertOldRow(JobStore& store, const std::string& id, const std::string& settings, WallTime next) {
   // SQLite's text form of a time, which PostgreSQL reads as a timestamptz in the session's UTC too.
   const std::string text = sqlite::FormatTime(next);
   return store.WithTransaction([&](Transaction& tx) -> Status {
@@ -28,25 +28,66 @@ Status InsertOldRow(Store& store, const std::string& id, const std::string& sett
 
 using std::chrono::minutes;
 
-std::vector<std::string> AllNames() { return {std::begin(kMigrationNames), std::end(kMigrationNames)}; }
+std::vector<std::string> AllNames() {
+  return {std::begin(kTaskMigrationNames), std::end(kTaskMigrationNames)};
+}
+std::vector<std::string> AllJobNames() {
+  return {std::begin(kJobMigrationNames), std::end(kJobMigrationNames)};
+}
 
 TEST_P(StoreMigrations, EmptyNamespaceIsAtVersionZero) {
   auto version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
   EXPECT_EQ(*version, 0);
-  auto applied = store_->AppliedMigrations();
-  OCTOP_ASSERT_OK(applied);
-  EXPECT_TRUE(applied->empty());
+  auto job_version = jobs_->SchemaVersion();
+  OCTOP_ASSERT_OK(job_version);
+  EXPECT_EQ(*job_version, 0);
+  for (MigrationLine line : {MigrationLine::kTasks, MigrationLine::kJobs}) {
+    auto applied = admin().AppliedMigrations(line);
+    OCTOP_ASSERT_OK(applied);
+    EXPECT_TRUE(applied->empty());
+  }
 }
 
 TEST_P(StoreMigrations, MigrateAppliesEveryMigrationInOrder) {
   OCTOP_ASSERT_OK(store_->Migrate());
   auto version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
-  EXPECT_EQ(*version, kLatestSchemaVersion);
-  auto applied = store_->AppliedMigrations();
+  EXPECT_EQ(*version, kLatestTaskSchemaVersion);
+  auto applied = admin().AppliedMigrations(MigrationLine::kTasks);
   OCTOP_ASSERT_OK(applied);
   EXPECT_EQ(*applied, AllNames());
+  auto none = admin().AppliedMigrations(MigrationLine::kJobs);
+  OCTOP_ASSERT_OK(none);
+  EXPECT_TRUE(none->empty()) << "a task store migrates its own line only";
+
+  OCTOP_ASSERT_OK(jobs_->Migrate());
+  auto job_version = jobs_->SchemaVersion();
+  OCTOP_ASSERT_OK(job_version);
+  EXPECT_EQ(*job_version, kLatestJobSchemaVersion);
+  auto job_applied = admin().AppliedMigrations(MigrationLine::kJobs);
+  OCTOP_ASSERT_OK(job_applied);
+  EXPECT_EQ(*job_applied, AllJobNames());
+}
+
+// A plugin's namespace holds Backstage's table and knex's bookkeeping, and nothing of the job queue's.
+TEST_P(StoreMigrations, ATaskNamespaceHoldsOnlyBackstagesTables) {
+  OCTOP_ASSERT_OK(store_->Migrate());
+  auto tables = admin().ListTables();
+  OCTOP_ASSERT_OK(tables);
+  std::vector<std::string> expected = {"backstage_backend_tasks__knex_migrations",
+                                       "backstage_backend_tasks__knex_migrations_lock",
+                                       "backstage_backend_tasks__tasks"};
+  EXPECT_EQ(*tables, expected);
+}
+
+// The job queue's namespace holds the queue's tables and octop's bookkeeping, and no task table.
+TEST_P(StoreMigrations, AJobNamespaceHoldsOnlyTheQueuesTables) {
+  OCTOP_ASSERT_OK(jobs_->Migrate());
+  auto tables = admin().ListTables();
+  OCTOP_ASSERT_OK(tables);
+  std::vector<std::string> expected = {"octop_config", "octop_jobs", "octop_migrations", "octop_queues"};
+  EXPECT_EQ(*tables, expected);
 }
 
 TEST_P(StoreMigrations, MigrateIsIdempotentAndKeepsRows) {
@@ -57,7 +98,7 @@ TEST_P(StoreMigrations, MigrateIsIdempotentAndKeepsRows) {
                                       .next_start_at = DbNowPlus{}}));
   OCTOP_ASSERT_OK(store_->Migrate());
   OCTOP_ASSERT_OK(store_->Migrate());
-  auto applied = store_->AppliedMigrations();
+  auto applied = admin().AppliedMigrations(MigrationLine::kTasks);
   OCTOP_ASSERT_OK(applied);
   EXPECT_EQ(*applied, AllNames());
   auto rows = store_->ListTasks({});
@@ -66,11 +107,17 @@ TEST_P(StoreMigrations, MigrateIsIdempotentAndKeepsRows) {
   EXPECT_EQ(rows->front().id, "kept");
 }
 
+// Task stores and job stores migrating one namespace at once (the shape of a database made before the two
+// lines were split, where every namespace had both).
 TEST_P(StoreMigrations, ConcurrentMigrateFromManyStoresAppliesEachOnce) {
   constexpr int kNodes = 8;
   std::vector<std::unique_ptr<Store>> nodes;
   for (int i = 0; i < kNodes; ++i) {
-    nodes.push_back(OpenNode());
+    if (i % 2 == 0) {
+      nodes.push_back(OpenNode());
+    } else {
+      nodes.push_back(OpenJobNode());
+    }
     ASSERT_NE(nodes.back(), nullptr);
   }
   std::atomic<int> failures{0};
@@ -88,44 +135,61 @@ TEST_P(StoreMigrations, ConcurrentMigrateFromManyStoresAppliesEachOnce) {
     }
   }
   EXPECT_EQ(failures.load(), 0) << errors[0] << errors[1] << errors[2];
-  auto applied = store_->AppliedMigrations();
+  auto applied = admin().AppliedMigrations(MigrationLine::kTasks);
   OCTOP_ASSERT_OK(applied);
   EXPECT_EQ(*applied, AllNames());
+  auto job_applied = admin().AppliedMigrations(MigrationLine::kJobs);
+  OCTOP_ASSERT_OK(job_applied);
+  EXPECT_EQ(*job_applied, AllJobNames());
   auto version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
-  EXPECT_EQ(*version, kLatestSchemaVersion);
+  EXPECT_EQ(*version, kLatestTaskSchemaVersion);
 }
 
 TEST_P(StoreMigrations, MigrateToStopsAtTheVersionAndNeverGoesDown) {
-  OCTOP_ASSERT_OK(store_->MigrateTo(1));
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kTasks, 1));
   auto version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
   EXPECT_EQ(*version, 1);
-  auto columns = store_->DescribeTable("backstage_backend_tasks__tasks");
+  auto columns = admin().DescribeTable("backstage_backend_tasks__tasks");
   OCTOP_ASSERT_OK(columns);
   ASSERT_EQ(columns->size(), 6u) << "the init migration has no last_run columns";
   EXPECT_EQ((*columns)[2].name, "next_run_start_at");
   EXPECT_TRUE((*columns)[2].not_null) << "next_run_start_at is NOT NULL before migration 2";
 
-  OCTOP_ASSERT_OK(store_->MigrateTo(2));
-  columns = store_->DescribeTable("backstage_backend_tasks__tasks");
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kTasks, 2));
+  columns = admin().DescribeTable("backstage_backend_tasks__tasks");
   OCTOP_ASSERT_OK(columns);
   ASSERT_EQ(columns->size(), 6u);
   EXPECT_FALSE((*columns)[2].not_null);
 
-  OCTOP_ASSERT_OK(store_->MigrateTo(3));
-  OCTOP_ASSERT_OK(store_->MigrateTo(1));
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kTasks, 3));
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kTasks, 1));
   version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
   EXPECT_EQ(*version, 3);
-  auto jobs = store_->DescribeTable("octop_jobs");
+  auto jobs = admin().DescribeTable("octop_jobs");
   OCTOP_ASSERT_OK(jobs);
-  EXPECT_TRUE(jobs->empty()) << "octop_jobs belongs to migration 4";
+  EXPECT_TRUE(jobs->empty()) << "octop_jobs belongs to the job line";
+
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kJobs, 1));
+  jobs = admin().DescribeTable("octop_jobs");
+  OCTOP_ASSERT_OK(jobs);
+  EXPECT_FALSE(jobs->empty());
+  auto config = admin().DescribeTable("octop_config");
+  OCTOP_ASSERT_OK(config);
+  EXPECT_TRUE(config->empty()) << "octop_config belongs to the job line's second migration";
+  auto job_version = jobs_->SchemaVersion();
+  OCTOP_ASSERT_OK(job_version);
+  EXPECT_EQ(*job_version, 1);
 }
 
 TEST_P(StoreMigrations, MigrateToRejectsVersionsOutOfRange) {
-  EXPECT_EQ(store_->MigrateTo(0).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->MigrateTo(kLatestSchemaVersion + 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(admin().MigrateTo(MigrationLine::kTasks, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(admin().MigrateTo(MigrationLine::kTasks, kLatestTaskSchemaVersion + 1).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(admin().MigrateTo(MigrationLine::kJobs, kLatestJobSchemaVersion + 1).code(),
+            StatusCode::kInvalidArgument);
   auto version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
   EXPECT_EQ(*version, 0);
@@ -134,13 +198,13 @@ TEST_P(StoreMigrations, MigrateToRejectsVersionsOutOfRange) {
 // The upgrade path of a real deployment: the first schema with rows (one of them mid-run), then every
 // migration.
 TEST_P(StoreMigrations, UpgradeFromTheFirstSchemaKeepsRowsAndAddsColumns) {
-  OCTOP_ASSERT_OK(store_->MigrateTo(1));
-  OCTOP_ASSERT_OK(InsertOldRow(*store_, "idle", std::string(kDurationSettings), t0() + minutes(5)));
-  OCTOP_ASSERT_OK(InsertOldRow(*store_, "busy", std::string(kCronSettings), t0()));
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kTasks, 1));
+  OCTOP_ASSERT_OK(InsertOldRow(*jobs_, "idle", std::string(kDurationSettings), t0() + minutes(5)));
+  OCTOP_ASSERT_OK(InsertOldRow(*jobs_, "busy", std::string(kCronSettings), t0()));
   auto claimed = store_->TryClaimTask({.id = "busy", .ticket = "t-1", .timeout = minutes(1)});
   OCTOP_ASSERT_OK(claimed);
   ASSERT_TRUE(claimed->has_value());
-  EXPECT_FALSE(store_
+  EXPECT_FALSE(jobs_
                    ->WithTransaction([](Transaction& tx) -> Status {
                      return tx
                          .Execute(
@@ -154,7 +218,7 @@ TEST_P(StoreMigrations, UpgradeFromTheFirstSchemaKeepsRowsAndAddsColumns) {
   OCTOP_ASSERT_OK(store_->Migrate());
   auto version = store_->SchemaVersion();
   OCTOP_ASSERT_OK(version);
-  EXPECT_EQ(*version, kLatestSchemaVersion);
+  EXPECT_EQ(*version, kLatestTaskSchemaVersion);
 
   auto rows = store_->ListTasks({});
   OCTOP_ASSERT_OK(rows);
@@ -190,15 +254,20 @@ TEST_P(StoreMigrations, UpgradeFromTheFirstSchemaKeepsRowsAndAddsColumns) {
 }
 
 TEST_P(StoreMigrations, UpgradeFromEveryEarlierVersion) {
-  for (int from = 1; from < kLatestSchemaVersion; ++from) {
+  for (int from = 1; from < kLatestTaskSchemaVersion; ++from) {
     SCOPED_TRACE("from version " + std::to_string(from));
     StoreOptions options;
     options.clock = &clock_;
-    auto node = OpenNode(options, ns_ + "_v" + std::to_string(from));
+    const std::string ns = ns_ + "_v" + std::to_string(from);
+    auto node = OpenNode(options, ns);
     ASSERT_NE(node, nullptr);
-    OCTOP_ASSERT_OK(node->MigrateTo(from));
+    auto admin = GetParam().open_admin(ns, options);
+    OCTOP_ASSERT_OK(admin);
+    OCTOP_ASSERT_OK((*admin)->MigrateTo(MigrationLine::kTasks, from));
     if (from < 3) {
-      OCTOP_ASSERT_OK(InsertOldRow(*node, "row", std::string(kDurationSettings), t0()));
+      auto sql = OpenJobNode(options, ns);
+      ASSERT_NE(sql, nullptr);
+      OCTOP_ASSERT_OK(InsertOldRow(*sql, "row", std::string(kDurationSettings), t0()));
     } else {
       OCTOP_ASSERT_OK(node->UpsertTask({.id = "row",
                                         .settings_json = std::string(kDurationSettings),
@@ -208,11 +277,34 @@ TEST_P(StoreMigrations, UpgradeFromEveryEarlierVersion) {
     OCTOP_ASSERT_OK(node->Migrate());
     auto version = node->SchemaVersion();
     OCTOP_ASSERT_OK(version);
-    EXPECT_EQ(*version, kLatestSchemaVersion);
+    EXPECT_EQ(*version, kLatestTaskSchemaVersion);
     auto rows = node->ListTasks({});
     OCTOP_ASSERT_OK(rows);
     ASSERT_EQ(rows->size(), 1u);
     EXPECT_EQ(Show(rows->front().next_run_start_at), Show(t0()));
+  }
+}
+
+TEST_P(StoreMigrations, UpgradeTheJobLineFromEveryEarlierVersion) {
+  for (int from = 1; from < kLatestJobSchemaVersion; ++from) {
+    SCOPED_TRACE("from version " + std::to_string(from));
+    StoreOptions options;
+    options.clock = &clock_;
+    const std::string ns = ns_ + "_j" + std::to_string(from);
+    auto node = OpenJobNode(options, ns);
+    ASSERT_NE(node, nullptr);
+    auto admin = GetParam().open_admin(ns, options);
+    OCTOP_ASSERT_OK(admin);
+    OCTOP_ASSERT_OK((*admin)->MigrateTo(MigrationLine::kJobs, from));
+    OCTOP_ASSERT_OK(node->Migrate());
+    auto version = node->SchemaVersion();
+    OCTOP_ASSERT_OK(version);
+    EXPECT_EQ(*version, kLatestJobSchemaVersion);
+    auto enqueued = node->EnqueueJobs({JobSpec{.kind = "k", .payload = "{}"}});
+    OCTOP_ASSERT_OK(enqueued);
+    auto claimed = node->ClaimJobs({.limit = 10});
+    OCTOP_ASSERT_OK(claimed);
+    EXPECT_EQ(claimed->size(), 1u);
   }
 }
 

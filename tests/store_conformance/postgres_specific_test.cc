@@ -19,9 +19,11 @@
 #include <octop/error_json.h>
 #include <octop/testing/fake_clock.h>
 
+#include "store/job_store.h"
+#include "store/namespace_admin.h"
 #include "store/postgres/pg_admin_session.h"
 #include "store/postgres/postgres_store.h"
-#include "store/store.h"
+#include "store/task_store.h"
 #include "store_test_env.h"
 
 namespace octop::store {
@@ -58,12 +60,24 @@ class PostgresSpecificTest : public ::testing::Test {
     admin_ = std::move(admin).value();
   }
 
-  std::unique_ptr<Store> Open(const std::string& ns, int pool_size = 4, const Clock* clock = &Clock::Real()) {
+  // A migrated task store (or job store) on namespace `ns`.
+  std::unique_ptr<TaskStore> Open(const std::string& ns, int pool_size = 4,
+                                  const Clock* clock = &Clock::Real()) {
+    return Migrated(OpenTaskStore(url_, Options(ns, pool_size, clock)));
+  }
+  std::unique_ptr<JobStore> OpenJobs(const std::string& ns, int pool_size = 4,
+                                     const Clock* clock = &Clock::Real()) {
+    return Migrated(OpenJobStore(url_, Options(ns, pool_size, clock)));
+  }
+  static StoreOptions Options(const std::string& ns, int pool_size, const Clock* clock) {
     StoreOptions options;
     options.ns = ns;
     options.pool_size = pool_size;
     options.clock = clock;
-    auto store = OpenPostgresStore(url_, options);
+    return options;
+  }
+  template <typename S>
+  static std::unique_ptr<S> Migrated(Result<std::unique_ptr<S>> store) {
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     if (!store.ok()) return nullptr;
     EXPECT_TRUE((*store)->Migrate().ok());
@@ -243,9 +257,9 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
   StoreOptions options;
   options.ns = ns_;
   options.pool_size = 1;  // every call below runs on the same session
-  auto opened = OpenPostgresStore(url_ + "&options=-c%20synchronous_commit%3Don", options);
+  auto opened = OpenJobStore(url_ + "&options=-c%20synchronous_commit%3Don", options);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Store> store = std::move(opened).value();
+  std::unique_ptr<JobStore> store = std::move(opened).value();
   ASSERT_TRUE(store->Migrate().ok());
   Listening listening = ListenOn(kJobsChannel);
   ASSERT_NE(listening.listener, nullptr);
@@ -282,7 +296,7 @@ TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTh
   Listening listening = ListenOn(kJobsChannel);
   ASSERT_NE(listening.listener, nullptr);
   {
-    auto producer = Open(ns_, 1);
+    auto producer = OpenJobs(ns_, 1);
     ASSERT_NE(producer, nullptr);
     ASSERT_TRUE(producer->EnqueueJobs({{.kind = "k", .queue = "last-words"}}).ok());
     // Closed before its wake-up thread had any reason to have sent: the destructor sends it.
@@ -295,7 +309,7 @@ TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTh
 TEST_F(PostgresSpecificTest, ManyThreadsEnqueueingThroughOneStoreEachWakeTheirQueue) {
   Listening listening = ListenOn(kJobsChannel);
   ASSERT_NE(listening.listener, nullptr);
-  auto producer = Open(ns_, 2);
+  auto producer = OpenJobs(ns_, 2);
   ASSERT_NE(producer, nullptr);
   constexpr int kThreads = 6;
   std::vector<std::thread> threads;
@@ -372,7 +386,7 @@ TEST_F(PostgresSpecificTest, CheckWritableSaysWhenTheSessionTakesNoWrites) {
   StoreOptions options;
   options.ns = ns_;
   const std::string sep = url_.find('?') == std::string::npos ? "?" : "&";
-  auto read_only = OpenPostgresStore(url_ + sep + "options=-c%20default_transaction_read_only%3Don", options);
+  auto read_only = OpenTaskStore(url_ + sep + "options=-c%20default_transaction_read_only%3Don", options);
   ASSERT_TRUE(read_only.ok()) << read_only.status().ToString();
   EXPECT_TRUE((*read_only)->DatabaseNow().ok());
   const Status status = (*read_only)->CheckWritable();
@@ -433,22 +447,22 @@ TEST_F(PostgresSpecificTest, UnsafeSchemaNamesAreRejected) {
                                  std::string("a/b"), std::string("line\nbreak")}) {
     StoreOptions options;
     options.ns = bad;
-    auto store = OpenPostgresStore(url_, options);
+    auto store = OpenTaskStore(url_, options);
     ASSERT_FALSE(store.ok()) << "accepted '" << bad << "'";
     EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
   }
   StoreOptions longest;
   longest.ns = std::string(63, 'a');
-  EXPECT_TRUE(OpenPostgresStore(url_, longest).ok());
+  EXPECT_TRUE(OpenTaskStore(url_, longest).ok());
 }
 
 TEST_F(PostgresSpecificTest, ConcurrentMigrateFromManyNodesAppliesEachMigrationOnce) {
   constexpr int kNodes = 6;
-  std::vector<std::unique_ptr<Store>> nodes;
+  std::vector<std::unique_ptr<TaskStore>> nodes;
   for (int i = 0; i < kNodes; ++i) {
     StoreOptions options;
     options.ns = ns_;
-    auto store = OpenPostgresStore(url_, options);
+    auto store = OpenTaskStore(url_, options);
     ASSERT_TRUE(store.ok());
     nodes.push_back(std::move(store).value());
   }
@@ -463,7 +477,7 @@ TEST_F(PostgresSpecificTest, ConcurrentMigrateFromManyNodesAppliesEachMigrationO
   EXPECT_EQ(failures.load(), 0);
   auto version = nodes[0]->SchemaVersion();
   ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, kLatestSchemaVersion);
+  EXPECT_EQ(*version, kLatestTaskSchemaVersion);
   auto knex = admin_->Query("SELECT count(*), count(DISTINCT name) FROM " + std::string("\"") + ns_ +
                             "\".backstage_backend_tasks__knex_migrations");
   ASSERT_TRUE(knex.ok()) << knex.status().ToString();
@@ -520,10 +534,10 @@ TEST_F(PostgresSpecificTest, ADatabasePerPluginIsCreatedOnceAndHoldsTheTablesInP
   options.ns = plugin;
   options.plugin_division = PluginDivision{};
   // Four nodes open the plugin at once: one creates its database, the others find it.
-  std::vector<Result<std::unique_ptr<Store>>> opened;
+  std::vector<Result<std::unique_ptr<TaskStore>>> opened;
   for (int i = 0; i < 4; ++i) opened.emplace_back(InternalError("not run"));
   std::vector<std::thread> threads;
-  for (auto& slot : opened) threads.emplace_back([&] { slot = OpenPostgresStore(url_, options); });
+  for (auto& slot : opened) threads.emplace_back([&] { slot = OpenTaskStore(url_, options); });
   for (auto& t : threads) t.join();
   for (auto& store : opened) {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -561,7 +575,7 @@ TEST_F(PostgresSpecificTest, ASchemaPerPluginTakesTheSchemaPrefix) {
   StoreOptions options;
   options.ns = plugin;
   options.plugin_division = PluginDivision{.mode = PluginDivision::Mode::kSchema, .schema_prefix = "bs_"};
-  auto store = OpenPostgresStore(url_, options);
+  auto store = OpenTaskStore(url_, options);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_TRUE((*store)->Migrate().ok());
   ASSERT_TRUE((*store)->UpsertTask(DueTask("in-schema")).ok());
@@ -579,7 +593,7 @@ TEST_F(PostgresSpecificTest, TasksKeptInASchemaAreNotSplitByADatabasePerPlugin) 
   StoreOptions options;
   options.ns = plugin;
   options.plugin_division = PluginDivision{};
-  auto store = OpenPostgresStore(url_, options);
+  auto store = OpenTaskStore(url_, options);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("pluginDivisionMode: schema"), std::string::npos)
@@ -589,7 +603,7 @@ TEST_F(PostgresSpecificTest, TasksKeptInASchemaAreNotSplitByADatabasePerPlugin) 
   ASSERT_TRUE(created.ok());
   EXPECT_EQ((*created)[0][0], "0");
   options.plugin_division->mode = PluginDivision::Mode::kSchema;
-  EXPECT_TRUE(OpenPostgresStore(url_, options).ok());
+  EXPECT_TRUE(OpenTaskStore(url_, options).ok());
 }
 
 TEST_F(PostgresSpecificTest, ASearchPathThatWouldSendBackstageElsewhereIsRefused) {
@@ -597,14 +611,14 @@ TEST_F(PostgresSpecificTest, ASearchPathThatWouldSendBackstageElsewhereIsRefused
   StoreOptions options;
   options.ns = plugin;
   options.plugin_division = PluginDivision{};
-  ASSERT_TRUE(OpenPostgresStore(url_, options).ok());
+  ASSERT_TRUE(OpenTaskStore(url_, options).ok());
   // A schema named like the connecting role: Backstage's unqualified names would resolve there.
   auto in_plugin_db = PgAdminSession::Open(UrlOfDatabase(base_url_, "backstage_plugin_" + plugin));
   ASSERT_TRUE(in_plugin_db.ok());
   auto role = (*in_plugin_db)->Query("SELECT current_user");
   ASSERT_TRUE(role.ok());
   ASSERT_TRUE((*in_plugin_db)->Query("CREATE SCHEMA \"" + *(*role)[0][0] + "\"").ok());
-  auto store = OpenPostgresStore(url_, options);
+  auto store = OpenTaskStore(url_, options);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("search_path"), std::string::npos) << store.status().message();
@@ -615,7 +629,7 @@ TEST_F(PostgresSpecificTest, BackstageSessionsOnAPluginsDatabaseAreCounted) {
   StoreOptions options;
   options.ns = plugin;
   options.plugin_division = PluginDivision{};
-  auto store = OpenPostgresStore(url_, options);
+  auto store = OpenTaskStore(url_, options);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   auto none = (*store)->CountBackstageSessions();
   ASSERT_TRUE(none.ok());
@@ -627,19 +641,19 @@ TEST_F(PostgresSpecificTest, BackstageSessionsOnAPluginsDatabaseAreCounted) {
   auto one = (*store)->CountBackstageSessions();
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(*one, 1);
-  // The job queue's namespace is no plugin's: nothing to count.
+  // A namespace that is no plugin's (the job queue's, a test's): nothing to count.
   auto queue = Open(ns_);
   ASSERT_NE(queue, nullptr);
   EXPECT_EQ(*queue->CountBackstageSessions(), 0);
 }
 
 TEST_F(PostgresSpecificTest, MigrateWaitsForAKnexMigratorHoldingItsLock) {
-  // Backstage's three steps applied, octop's still to do.
+  // Two of Backstage's three steps applied, the third still to do.
   StoreOptions early;
   early.ns = ns_;
-  auto first = OpenPostgresStore(url_, early);
+  auto first = OpenNamespaceAdmin(url_, early);
   ASSERT_TRUE(first.ok());
-  ASSERT_TRUE((*first)->MigrateTo(3).ok());
+  ASSERT_TRUE((*first)->MigrateTo(MigrationLine::kTasks, 2).ok());
   const std::string q = "\"" + ns_ + "\"";
   auto knex = PgAdminSession::Open(base_url_);
   ASSERT_TRUE(knex.ok());
@@ -652,12 +666,12 @@ TEST_F(PostgresSpecificTest, MigrateWaitsForAKnexMigratorHoldingItsLock) {
   StoreOptions options;
   options.ns = ns_;
   options.pool_size = 1;
-  auto second = OpenPostgresStore(url_, options);
+  auto second = OpenTaskStore(url_, options);
   ASSERT_TRUE(second.ok());
   std::atomic<bool> done{false};
   Status migrated;
   std::thread migrator([&] {
-    migrated = (*second)->MigrateTo(kLatestSchemaVersion);
+    migrated = (*second)->Migrate();
     done = true;
   });
   // The migrator is blocked on knex's lock row (a lock wait in pg_stat_activity), not finished.

@@ -32,7 +32,7 @@ const ColumnInfo* Find(const std::vector<ColumnInfo>& columns, std::string_view 
 }
 
 TEST_P(StoreConformance, TasksTableHasBackstageColumnsTypesNullabilityAndKey) {
-  auto columns = store_->DescribeTable(kTasks);
+  auto columns = admin().DescribeTable(kTasks);
   OCTOP_ASSERT_OK(columns);
   const Types t = TypesOf(store_->backend());
   const std::vector<ColumnInfo> expected = {
@@ -55,22 +55,22 @@ TEST_P(StoreConformance, TasksTableHasBackstageColumnsTypesNullabilityAndKey) {
 }
 
 TEST_P(StoreConformance, KnexBookkeepingTablesExistWithBackstageNames) {
-  auto migrations = store_->DescribeTable("backstage_backend_tasks__knex_migrations");
+  auto migrations = admin().DescribeTable("backstage_backend_tasks__knex_migrations");
   OCTOP_ASSERT_OK(migrations);
   for (const char* name : {"id", "name", "batch", "migration_time"}) {
     EXPECT_NE(Find(*migrations, name), nullptr) << name;
   }
-  auto lock = store_->DescribeTable("backstage_backend_tasks__knex_migrations_lock");
+  auto lock = admin().DescribeTable("backstage_backend_tasks__knex_migrations_lock");
   OCTOP_ASSERT_OK(lock);
   EXPECT_NE(Find(*lock, "index"), nullptr);
   EXPECT_NE(Find(*lock, "is_locked"), nullptr);
-  auto octop = store_->DescribeTable("octop_migrations");
+  auto octop = admin().DescribeTable("octop_migrations");
   OCTOP_ASSERT_OK(octop);
   EXPECT_FALSE(octop->empty());
 }
 
 TEST_P(StoreConformance, JobsTableHasColumnsAndNullability) {
-  auto columns = store_->DescribeTable("octop_jobs");
+  auto columns = admin().DescribeTable("octop_jobs");
   OCTOP_ASSERT_OK(columns);
   const std::vector<std::string> names = {
       "id",         "queue",        "kind",        "payload",       "priority",   "scheduled_at",
@@ -91,7 +91,7 @@ TEST_P(StoreConformance, JobsTableHasColumnsAndNullability) {
 }
 
 TEST_P(StoreConformance, JobsTableHasPartialUniqueKeyAndClaimIndexes) {
-  auto indexes = store_->DescribeIndexes("octop_jobs");
+  auto indexes = admin().DescribeIndexes("octop_jobs");
   OCTOP_ASSERT_OK(indexes);
   bool unique_key = false;
   bool claim = false;
@@ -108,7 +108,7 @@ TEST_P(StoreConformance, JobsTableHasPartialUniqueKeyAndClaimIndexes) {
 }
 
 TEST_P(StoreConformance, ConfigTableHasKeyValueUpdatedAt) {
-  auto columns = store_->DescribeTable("octop_config");
+  auto columns = admin().DescribeTable("octop_config");
   OCTOP_ASSERT_OK(columns);
   ASSERT_EQ(columns->size(), 3u);
   EXPECT_EQ((*columns)[0].name, "key");
@@ -120,10 +120,10 @@ TEST_P(StoreConformance, ConfigTableHasKeyValueUpdatedAt) {
 }
 
 TEST_P(StoreConformance, DescribingAMissingTableGivesNothing) {
-  auto columns = store_->DescribeTable("no_such_table");
+  auto columns = admin().DescribeTable("no_such_table");
   OCTOP_ASSERT_OK(columns);
   EXPECT_TRUE(columns->empty());
-  auto indexes = store_->DescribeIndexes("no_such_table");
+  auto indexes = admin().DescribeIndexes("no_such_table");
   OCTOP_ASSERT_OK(indexes);
   EXPECT_TRUE(indexes->empty());
 }

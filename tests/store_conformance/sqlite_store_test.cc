@@ -13,8 +13,9 @@
 
 #include <octop/testing/fake_clock.h>
 
+#include "store/job_store.h"
 #include "store/sqlite/sqlite_time.h"
-#include "store/store.h"
+#include "store/task_store.h"
 
 namespace octop::store {
 namespace {
@@ -68,11 +69,12 @@ class Raw {
   sqlite3* db_ = nullptr;
 };
 
-std::unique_ptr<Store> Open(const TempDir& dir, const std::string& ns, const Clock* clock = &Clock::Real()) {
+std::unique_ptr<TaskStore> Open(const TempDir& dir, const std::string& ns,
+                                const Clock* clock = &Clock::Real()) {
   StoreOptions options;
   options.ns = ns;
   options.clock = clock;
-  auto store = OpenSqliteStore(dir.str(), options);
+  auto store = OpenSqliteTaskStore(dir.str(), options);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   return store.ok() ? std::move(store).value() : nullptr;
 }
@@ -169,7 +171,7 @@ TEST(SqliteStore, AdoptsADatabaseABackstageBackendCreated) {
   ASSERT_TRUE(store->Migrate().ok());
   version = store->SchemaVersion();
   ASSERT_TRUE(version.ok());
-  EXPECT_EQ(*version, kLatestSchemaVersion);
+  EXPECT_EQ(*version, kLatestTaskSchemaVersion);
   {
     Raw raw(dir.File("catalog"));
     EXPECT_EQ(raw.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations"), "3");
@@ -271,8 +273,8 @@ TEST(SqliteStore, CheckWritableSaysWhenWritesFail) {
 }
 
 TEST(SqliteStore, MemoryStoresArePrivate) {
-  auto a = OpenStore("sqlite::memory:");
-  auto b = OpenStore("sqlite::memory:");
+  auto a = OpenTaskStore("sqlite::memory:");
+  auto b = OpenTaskStore("sqlite::memory:");
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE((*a)->Migrate().ok());
   ASSERT_TRUE((*b)->Migrate().ok());
@@ -295,7 +297,7 @@ TEST(SqliteStore, RejectsNamespacesThatAreNotFileNames) {
   for (const char* ns : {"", "../escape", "a/b", ".hidden"}) {
     StoreOptions options;
     options.ns = ns;
-    EXPECT_EQ(OpenSqliteStore(dir.str(), options).status().code(), StatusCode::kInvalidArgument) << ns;
+    EXPECT_EQ(OpenSqliteTaskStore(dir.str(), options).status().code(), StatusCode::kInvalidArgument) << ns;
   }
 }
 
@@ -304,7 +306,7 @@ TEST(SqliteStore, UnopenableLocationIsUnavailable) {
   const std::string file = dir.str() + "/plain-file";
   { Raw raw(file); }
   StoreOptions options;
-  auto store = OpenSqliteStore(file + "/sub", options);  // a directory under a regular file
+  auto store = OpenSqliteTaskStore(file + "/sub", options);  // a directory under a regular file
   EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
 }
 
@@ -319,8 +321,10 @@ TEST(SqliteStore, ConcurrentMigrateFromProcesses) {
     if (pid == 0) {
       StoreOptions options;
       options.ns = "shared";
-      auto store = OpenSqliteStore(dir.str(), options);
-      const bool ok = store.ok() && (*store)->Migrate().ok();
+      // Both lines in one file, as every namespace had them before the lines were split.
+      auto store = OpenSqliteTaskStore(dir.str(), options);
+      auto jobs = OpenSqliteJobStore(dir.str(), options);
+      const bool ok = store.ok() && jobs.ok() && (*store)->Migrate().ok() && (*jobs)->Migrate().ok();
       _exit(ok ? 0 : 1);
     }
     children.push_back(pid);
@@ -332,7 +336,7 @@ TEST(SqliteStore, ConcurrentMigrateFromProcesses) {
   }
   Raw raw(dir.File("shared"));
   EXPECT_EQ(raw.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations"), "3");
-  EXPECT_EQ(raw.Scalar("SELECT count(*) FROM octop_migrations"), std::to_string(kLatestSchemaVersion - 3));
+  EXPECT_EQ(raw.Scalar("SELECT count(*) FROM octop_migrations"), std::to_string(kLatestJobSchemaVersion));
   EXPECT_EQ(raw.Scalar("SELECT count(*) FROM backstage_backend_tasks__knex_migrations_lock"), "1");
 }
 
@@ -344,14 +348,14 @@ TEST(SqliteStoreFiles, AnOldEmptyFileIsRefusedAFreshOneOpened) {
   { std::ofstream touch(file); }
   StoreOptions options;
   options.ns = "jobs";
-  EXPECT_TRUE(OpenSqliteStore(dir.str(), options).ok()) << "a file created a moment ago";
+  EXPECT_TRUE(OpenSqliteTaskStore(dir.str(), options).ok()) << "a file created a moment ago";
 
   std::filesystem::resize_file(file, 0);
   std::filesystem::remove(file.string() + "-wal");
   std::filesystem::remove(file.string() + "-shm");
   std::filesystem::last_write_time(file,
                                    std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
-  auto refused = OpenSqliteStore(dir.str(), options);
+  auto refused = OpenSqliteTaskStore(dir.str(), options);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("truncated"), std::string::npos) << refused.status().message();
@@ -362,7 +366,7 @@ TEST(SqliteStoreFiles, AnOldEmptyFileIsRefusedAFreshOneOpened) {
   }
   std::filesystem::last_write_time(file,
                                    std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
-  auto with_wal = OpenSqliteStore(dir.str(), options);
+  auto with_wal = OpenSqliteTaskStore(dir.str(), options);
   EXPECT_NE(with_wal.status().code(), StatusCode::kFailedPrecondition)
       << "not refused: its data may be in the WAL";
 }

@@ -7,9 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include "store/postgres/postgres_store.h"
-#include "store/sqlite/sqlite_store.h"
-
 namespace octop::store::testing {
 
 namespace {
@@ -59,27 +56,45 @@ std::string UrlOfDatabase(const std::string& url, const std::string& database) {
   return url.substr(0, slash + 1) + database + (query == std::string::npos ? "" : url.substr(query));
 }
 
+namespace {
+
+Status NotConfigured() { return UnavailableError("OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set"); }
+
+StoreOptions InNamespace(const StoreOptions& options, const std::string& ns_key) {
+  StoreOptions o = options;
+  o.ns = ns_key;
+  return o;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TaskStore>> Backend::open(const std::string& ns_key,
+                                                 const StoreOptions& options) const {
+  if (url.empty()) return NotConfigured();
+  return OpenTaskStore(url, InNamespace(options, ns_key));
+}
+
+Result<std::unique_ptr<JobStore>> Backend::open_jobs(const std::string& ns_key,
+                                                     const StoreOptions& options) const {
+  if (url.empty()) return NotConfigured();
+  return OpenJobStore(url, InNamespace(options, ns_key));
+}
+
+Result<std::unique_ptr<NamespaceAdmin>> Backend::open_admin(const std::string& ns_key,
+                                                            const StoreOptions& options) const {
+  if (url.empty()) return NotConfigured();
+  return OpenNamespaceAdmin(url, InNamespace(options, ns_key));
+}
+
 std::vector<Backend> AllBackends() {
   std::vector<Backend> backends;
-  backends.push_back({"sqlite", [](const std::string& ns_key, const StoreOptions& options) {
-                        StoreOptions o = options;
-                        o.ns = ns_key;
-                        return OpenSqliteStore(SqliteRoot().string(), o);
-                      }});
+  backends.push_back({"sqlite", "sqlite:" + SqliteRoot().string()});
   const char* url = std::getenv("OCTOP_TEST_PG_URL");
   const char* require = std::getenv("OCTOP_REQUIRE_PG");
   if (url != nullptr && *url != '\0') {
-    std::string conninfo = url;
-    backends.push_back({"postgres", [conninfo](const std::string& ns_key, const StoreOptions& options) {
-                          StoreOptions o = options;
-                          o.ns = ns_key;
-                          return OpenPostgresStore(conninfo, o);
-                        }});
+    backends.push_back({"postgres", url});
   } else if (require != nullptr && std::string(require) == "1") {
-    backends.push_back(
-        {"postgres", [](const std::string&, const StoreOptions&) -> Result<std::unique_ptr<Store>> {
-           return UnavailableError("OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set");
-         }});
+    backends.push_back({"postgres", ""});
   }
   return backends;
 }

@@ -6,21 +6,33 @@
 #ifndef OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_
 #define OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_
 
-#include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
-#include "store/store.h"
+#include "store/job_store.h"
+#include "store/namespace_admin.h"
+#include "store/task_store.h"
 
 namespace octop::store::testing {
 
 struct Backend {
   std::string name;  // "sqlite" or "postgres": the test-name suffix
-  // Opens a Store on a namespace no other test uses. Every call with the same `ns_key` (within one test)
-  // opens the same namespace, so a test can have several Store objects -- several "nodes" -- on one table.
-  std::function<Result<std::unique_ptr<Store>>(const std::string& ns_key, const StoreOptions& options)> open;
+  // What OpenTaskStore/OpenJobStore take; empty when the backend is required but not configured.
+  std::string url;
+
+  // Open a store (or an admin) on namespace `ns_key`, as OpenTaskStore/OpenJobStore/OpenNamespaceAdmin
+  // would. Every call with the same `ns_key` (within one test) opens the same namespace, so a test can have
+  // several stores -- several "nodes" -- on one table.
+  Result<std::unique_ptr<TaskStore>> open(const std::string& ns_key, const StoreOptions& options) const;
+  Result<std::unique_ptr<JobStore>> open_jobs(const std::string& ns_key, const StoreOptions& options) const;
+  Result<std::unique_ptr<NamespaceAdmin>> open_admin(const std::string& ns_key,
+                                                     const StoreOptions& options) const;
 };
+
+// Lets gtest print a backend parameter by its name instead of dumping its bytes.
+inline void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 std::vector<Backend> AllBackends();
 

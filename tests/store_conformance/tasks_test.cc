@@ -384,7 +384,7 @@ TEST_P(StoreConformance, StolenTicketCannotReleaseOrCheck) {
 TEST_P(StoreConformance, DisappearedRowFailsClaimCheckAndRelease) {
   AddTask("a", DbNowPlus{});
   ASSERT_TRUE(Claim("a", "t").has_value());
-  OCTOP_ASSERT_OK(store_->DeleteTask({.id = "a"}));
+  OCTOP_ASSERT_OK(admin().DeleteTask("a"));
   EXPECT_FALSE(Claim("a", "t2").has_value());
   auto check = store_->CheckTaskTicket({.id = "a", .ticket = "t"});
   OCTOP_ASSERT_OK(check);
@@ -669,11 +669,11 @@ TEST_P(StoreConformance, ListTasksReturnsAllRowsOrSomeById) {
 
 TEST_P(StoreConformance, DeleteRemovesTheRowAndAMissingOneIsNotFound) {
   AddTask("a", DbNowPlus{});
-  OCTOP_ASSERT_OK(store_->DeleteTask({.id = "a"}));
+  OCTOP_ASSERT_OK(admin().DeleteTask("a"));
   auto rows = store_->ListTasks({});
   OCTOP_ASSERT_OK(rows);
   EXPECT_TRUE(rows->empty());
-  const Status s = store_->DeleteTask({.id = "a"});
+  const Status s = admin().DeleteTask("a");
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "Task a does not exist");
 }

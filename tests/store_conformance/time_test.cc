@@ -9,7 +9,7 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-bool Ready(Store& store, const std::string& id) {
+bool Ready(TaskStore& store, const std::string& id) {
   auto polled = store.PollTasks({.ids = {id}});
   EXPECT_TRUE(polled.ok()) << polled.status().ToString();
   return polled.ok() && polled->tasks.size() == 1 && polled->tasks[0].ready;

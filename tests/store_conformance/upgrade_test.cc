@@ -13,8 +13,9 @@
 #include <sqlite3.h>
 
 #include "conformance_fixture.h"
+#include "store/job_store.h"
 #include "store/postgres/pg_admin_session.h"
-#include "store/store.h"
+#include "store/task_store.h"
 #include "store_test_env.h"
 
 namespace octop::store::testing {
@@ -37,9 +38,16 @@ fs::path FixtureDir(const std::string& release) { return fs::path(OCTOP_UPGRADE_
 
 // What every release's fixture holds (scripts/make-upgrade-fixture.sh), checked through this build's store,
 // then used: the stores must go on working on the upgraded tables.
-void ExpectReleaseDataAndUseIt(Store& tasks, Store& jobs) {
+void ExpectReleaseDataAndUseIt(TaskStore& tasks, JobStore& jobs) {
   OCTOP_ASSERT_OK(tasks.Migrate());
   OCTOP_ASSERT_OK(jobs.Migrate());
+  // A release's namespaces held both lines; each store finds its own applied and adds nothing.
+  auto task_version = tasks.SchemaVersion();
+  OCTOP_ASSERT_OK(task_version.status());
+  EXPECT_EQ(*task_version, kLatestTaskSchemaVersion);
+  auto job_version = jobs.SchemaVersion();
+  OCTOP_ASSERT_OK(job_version.status());
+  EXPECT_EQ(*job_version, kLatestJobSchemaVersion);
 
   auto rows = tasks.ListTasks({});
   OCTOP_ASSERT_OK(rows.status());
@@ -125,9 +133,9 @@ TEST(UpgradeFromRelease, SqliteDatabasesKeepEveryRowAndWork) {
       ASSERT_EQ(rc, SQLITE_OK) << dump.path() << ": " << message;
     }
     const std::string url = "sqlite:" + dir.string();
-    auto tasks = OpenStore(url, {.ns = kPlugin, .plugin_division = PluginDivision{}});
+    auto tasks = OpenTaskStore(url, {.ns = kPlugin, .plugin_division = PluginDivision{}});
     OCTOP_ASSERT_OK(tasks.status());
-    auto jobs = OpenStore(url, {.ns = "octop"});
+    auto jobs = OpenJobStore(url, {.ns = "octop"});
     OCTOP_ASSERT_OK(jobs.status());
     ExpectReleaseDataAndUseIt(**tasks, **jobs);
     tasks->reset();
@@ -177,9 +185,10 @@ TEST(UpgradeFromRelease, PostgresDatabasesKeepEveryRowAndWork) {
           (*session)->RunScript(WithoutMetaCommands(ReadFile(FixtureDir(release) / "postgres" / file))));
     }
     {
-      auto tasks = OpenStore(main_url, {.ns = kPlugin, .plugin_division = PluginDivision{.prefix = prefix}});
+      auto tasks =
+          OpenTaskStore(main_url, {.ns = kPlugin, .plugin_division = PluginDivision{.prefix = prefix}});
       OCTOP_ASSERT_OK(tasks.status());
-      auto jobs = OpenStore(main_url, {.ns = "octop"});
+      auto jobs = OpenJobStore(main_url, {.ns = "octop"});
       OCTOP_ASSERT_OK(jobs.status());
       ExpectReleaseDataAndUseIt(**tasks, **jobs);
     }

@@ -33,7 +33,7 @@ class LocalWorkerTest : public ::testing::Test {
     options.logger = logs_.AsLogger();
     // A local-only plugin must never open its database.
     runtime::StoreFactory stores = [this](const std::string&,
-                                          const Clock&) -> Result<std::unique_ptr<store::Store>> {
+                                          const Clock&) -> Result<std::unique_ptr<store::TaskStore>> {
       store_opens_++;
       return UnavailableError("local tasks must not touch the database");
     };

@@ -91,7 +91,7 @@ class ScheduleTaskValidationTest : public ::testing::Test {
     options.clock = &clock_;
     options.logger = [](LogLevel, std::string_view) {};
     runtime::StoreFactory stores = [](const std::string&,
-                                      const Clock&) -> Result<std::unique_ptr<store::Store>> {
+                                      const Clock&) -> Result<std::unique_ptr<store::TaskStore>> {
       return UnavailableError("no database in this test");
     };
     scheduler_ = runtime::SchedulerOpener::Create(options, stores);

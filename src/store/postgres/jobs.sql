@@ -269,6 +269,3 @@ WITH upserted AS (
   RETURNING key),
 notified AS (SELECT pg_notify('octop_config', $4 || key) FROM upserted)
 SELECT (SELECT count(*) FROM notified);
-
--- name: ListConfig
-SELECT key, value::text, updated_at FROM {ns}.octop_config ORDER BY key COLLATE "C";

@@ -134,6 +134,3 @@ FROM {ns}.backstage_backend_tasks__tasks ORDER BY id COLLATE "C";
 SELECT id, settings_json, next_run_start_at, current_run_ticket, current_run_started_at, current_run_expires_at,
        last_run_error_json, last_run_ended_at
 FROM {ns}.backstage_backend_tasks__tasks WHERE id = ANY ($1::text[]) ORDER BY id COLLATE "C";
-
--- name: DeleteTask
-DELETE FROM {ns}.backstage_backend_tasks__tasks WHERE id = $1;

@@ -202,6 +202,3 @@ SELECT value FROM octop_config WHERE key = :key;
 -- name: SetConfig
 INSERT INTO octop_config (key, value, updated_at) VALUES (:key, :value, :now)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
-
--- name: ListConfig
-SELECT key, value, updated_at FROM octop_config ORDER BY key;

@@ -1,20 +1,13 @@
--- Migrations of the SQLite backend, applied in order by SqliteStore::MigrateTo inside one BEGIN IMMEDIATE
+-- Migrations of the SQLite backend, two lines applied in order by migrations.cc inside one BEGIN IMMEDIATE
 -- transaction (SQLite DDL is transactional, so a failed or concurrent migration leaves nothing half-done).
 --
--- The first three rebuild Backstage's knex migrations step by step and are recorded, under Backstage's file names, in
--- knex's own bookkeeping table, so a database that a Backstage backend migrated is recognised and vice versa. The
--- DDL matches what knex generates for SQLite (column names, declared types, nullability, primary key).
+-- A task namespace's line (Migration1..3) rebuilds Backstage's knex migrations step by step and records them,
+-- under Backstage's file names, in knex's own bookkeeping table, so a database that a Backstage backend migrated
+-- is recognised and vice versa. The DDL matches what knex generates for SQLite (column names, declared types,
+-- nullability, primary key). A job namespace's line (Migration4..6) is octop's, recorded in octop_migrations.
 
--- name: BeginImmediate
-BEGIN IMMEDIATE;
-
--- name: Commit
-COMMIT;
-
--- name: Rollback
-ROLLBACK;
-
--- name: CreateBookkeeping
+-- name: CreateKnexBookkeeping
+-- A task namespace's: knex's own tables, as knex creates them.
 CREATE TABLE IF NOT EXISTS backstage_backend_tasks__knex_migrations (
   id integer NOT NULL PRIMARY KEY AUTOINCREMENT,
   name varchar(255),
@@ -27,6 +20,9 @@ CREATE TABLE IF NOT EXISTS backstage_backend_tasks__knex_migrations_lock (
 );
 INSERT INTO backstage_backend_tasks__knex_migrations_lock (is_locked)
   SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM backstage_backend_tasks__knex_migrations_lock);
+
+-- name: CreateOctopBookkeeping
+-- A job namespace's.
 CREATE TABLE IF NOT EXISTS octop_migrations (
   version integer NOT NULL PRIMARY KEY,
   name text NOT NULL,
@@ -41,7 +37,7 @@ WHERE type = 'table' AND name IN ('backstage_backend_tasks__knex_migrations', 'o
 SELECT name FROM backstage_backend_tasks__knex_migrations ORDER BY id;
 
 -- name: ListOctopMigrations
-SELECT version, name FROM octop_migrations ORDER BY version;
+SELECT name FROM octop_migrations ORDER BY version;
 
 -- name: NextKnexBatch
 SELECT coalesce(max(batch), 0) + 1 FROM backstage_backend_tasks__knex_migrations;
@@ -162,12 +158,3 @@ SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_re
        coalesce(completed_at, started_at, created_at) AS failed_at
 FROM octop_jobs
 WHERE status IN ('failed', 'frozen');
-
--- name: DescribeTable
-SELECT name, type, "notnull", pk FROM pragma_table_info(:table) ORDER BY cid;
-
--- name: ListIndexes
-SELECT name, "unique", partial FROM pragma_index_list(:table) ORDER BY name;
-
--- name: IndexColumns
-SELECT name FROM pragma_index_info(:index) ORDER BY seqno;

@@ -145,6 +145,3 @@ SELECT id, settings_json, next_run_start_at, current_run_ticket, current_run_sta
 FROM backstage_backend_tasks__tasks
 WHERE id IN (SELECT value FROM json_each(:ids))
 ORDER BY id;
-
--- name: DeleteTask
-DELETE FROM backstage_backend_tasks__tasks WHERE id = :id;

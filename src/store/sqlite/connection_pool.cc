@@ -1,0 +1,43 @@
+#include "store/sqlite/connection_pool.h"
+
+#include <algorithm>
+
+#include "sqlite_queries.h"
+
+namespace octop::store::sqlite {
+
+std::unique_ptr<Connection> ConnectionPool::OpenConnection() {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path_.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    Fail(UnavailableError("cannot open SQLite database '" + path_ + "': " + message));
+  }
+  auto conn = std::make_unique<Connection>(db);
+  sqlite3_extended_result_codes(db, 1);
+  conn->WaitForLocksUpTo(busy_timeout_);
+  if (!in_memory_) EnableWal(*conn);
+  conn->Exec(sql::kConfigureConnection);
+  return conn;
+}
+
+// Switching a new file to WAL needs an exclusive lock; when several processes open it at once the switch
+// can report SQLITE_BUSY without consulting the busy handler, so it is retried until the busy timeout.
+void ConnectionPool::EnableWal(Connection& conn) {
+  const auto deadline = std::chrono::steady_clock::now() + busy_timeout_;
+  for (auto pause = std::chrono::milliseconds(1);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+    try {
+      conn.Exec(sql::kEnableWal);
+      return;
+    } catch (const SqliteFailure& e) {
+      if (e.status().code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() >= deadline)
+        throw;
+    }
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+}  // namespace octop::store::sqlite

@@ -1,0 +1,107 @@
+// SqliteNamespace: what an SQLite task store and job store share -- one database file (or a private
+// in-memory database) with its connection pool, its notification hub, and the database's now -- and
+// SqliteStoreBase, the part of the Store interface both implement the same way on it.
+//
+// Errors: Guard runs an operation on a leased connection and turns a SqliteFailure into the Status it
+// carries, so no exception leaves the backend.
+//
+// Thread-safety: safe to use from many threads at once (every operation leases its own connection).
+#ifndef OCTOP_STORE_SQLITE_SQLITE_NAMESPACE_H_
+#define OCTOP_STORE_SQLITE_SQLITE_NAMESPACE_H_
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <octop/clock.h>
+#include <octop/status.h>
+
+#include "store/sqlite/connection.h"
+#include "store/sqlite/connection_pool.h"
+#include "store/sqlite/hub.h"
+#include "store/sqlite/migrations.h"
+#include "store/store.h"
+
+namespace octop::store::sqlite {
+
+class SqliteNamespace {
+ public:
+  // `location` is a directory (the namespace's file is <location>/<ns>.sqlite, created if missing) or
+  // ":memory:". Opens the first connection, so that an unusable file is reported here.
+  static Result<std::unique_ptr<SqliteNamespace>> Open(const std::string& location,
+                                                       const StoreOptions& options);
+
+  SqliteNamespace(std::string path, bool in_memory, const std::string& hub_key, const StoreOptions& options);
+
+  // Runs `fn` on a leased connection, turning failures into a Status.
+  template <typename Fn>
+  auto Guard(Fn&& fn) -> decltype(fn(std::declval<Connection&>())) {
+    try {
+      auto lease = pool_.Acquire();
+      return fn(*lease);
+    } catch (const SqliteFailure& e) {
+      return e.status();
+    } catch (const std::exception& e) {
+      return InternalError(std::string("SQLite backend: ") + e.what());
+    }
+  }
+
+  // The database's now as text: the test clock's override, or SQLite's own clock.
+  std::string Now(Connection& conn) const;
+  // The earlier of the database's now (as written) and `bound`, as text that compares with stored times.
+  static std::string Earlier(const std::string& now, const std::optional<WallTime>& bound);
+  static WallTime ParseNow(const std::string& now);
+
+  Hub& hub() const { return *hub_; }
+  const std::string& path() const { return pool_.path(); }
+  bool in_memory() const { return pool_.in_memory(); }
+
+  Result<WallTime> DatabaseNow();
+  Status CheckWritable();
+  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels);
+  Status MigrateTo(MigrationLine line, int version);
+  Result<std::vector<std::string>> AppliedMigrations(MigrationLine line);
+
+ private:
+  const Clock* clock_;
+  ConnectionPool pool_;
+  std::shared_ptr<Hub> hub_;
+};
+
+// A JSON array of texts for `IN (SELECT value FROM json_each(:ids))`. Texts that are not valid UTF-8 cannot
+// be stored, so they are left out rather than mangled into something that might match another.
+std::string TextsJson(const std::vector<std::string>& texts);
+
+// Store's part of a task or job store (`Interface`) on a SqliteNamespace following `line`.
+template <typename Interface>
+class SqliteStoreBase : public Interface {
+ public:
+  SqliteStoreBase(std::unique_ptr<SqliteNamespace> ns, MigrationLine line)
+      : ns_(std::move(ns)), line_(line) {}
+
+  std::string_view backend() const override { return "sqlite"; }
+  Status Migrate() override { return ns_->MigrateTo(line_, LatestVersion(line_)); }
+  Result<int> SchemaVersion() override {
+    OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ns_->AppliedMigrations(line_));
+    return static_cast<int>(applied.size());
+  }
+  Result<WallTime> DatabaseNow() override { return ns_->DatabaseNow(); }
+  Status CheckWritable() override { return ns_->CheckWritable(); }
+  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
+    return ns_->Listen(std::move(channels));
+  }
+
+ protected:
+  SqliteNamespace& ns() const { return *ns_; }
+
+ private:
+  std::unique_ptr<SqliteNamespace> ns_;
+  const MigrationLine line_;
+};
+
+}  // namespace octop::store::sqlite
+
+#endif  // OCTOP_STORE_SQLITE_SQLITE_NAMESPACE_H_

@@ -1,0 +1,240 @@
+// SqliteTaskStore: the TaskStore of the embedded backend (store/task_store.h for the contract, tasks.sql and
+// docs/store.md for the SQL). Every operation is one statement on a leased connection; SQLite's single
+// writer makes each claim and release atomic.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "sqlite_queries.h"
+#include "store/sqlite/sqlite_namespace.h"
+#include "store/sqlite/sqlite_store.h"
+#include "store/sqlite/sqlite_time.h"
+#include "store/task_store.h"
+
+namespace octop::store::sqlite {
+
+namespace {
+
+TaskRow ReadTaskRow(const Stmt& row) {
+  TaskRow task;
+  task.id = row.Text(0);
+  task.settings_json = row.Text(1);
+  task.next_run_start_at = row.Time(2);
+  task.current_run_ticket = row.OptText(3);
+  task.current_run_started_at = row.Time(4);
+  task.current_run_expires_at = row.Time(5);
+  task.last_run_error_json = row.OptText(6);
+  task.last_run_ended_at = row.Time(7);
+  return task;
+}
+
+Status NoSuchTask(const std::string& id) { return NotFoundError("Task " + id + " does not exist"); }
+
+class SqliteTaskStore final : public SqliteStoreBase<TaskStore> {
+ public:
+  using SqliteStoreBase::SqliteStoreBase;
+
+  // SQLite keeps no session list: a Backstage backend on the same file cannot be seen.
+  Result<int> CountBackstageSessions() override { return 0; }
+
+  Status UpsertTask(const UpsertTaskParams& params) override {
+    return ns().Guard([&](Connection& conn) {
+      const std::string now = ns().Now(conn);
+      Stmt(conn, sql::kUpsertTask)
+          .Bind(":id", params.id)
+          .Bind(":settings_json", params.settings_json)
+          .BindOpt(":start_at", Resolve(conn, params.start_at, now))
+          .BindOpt(":next_start_at", Resolve(conn, params.next_start_at, now))
+          .Run();
+      return Status::Ok();
+    });
+  }
+
+  Result<PollTasksResult> PollTasks(const PollTasksParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<PollTasksResult> {
+      const std::string now = ns().Now(conn);
+      PollTasksResult result;
+      result.db_now = SqliteNamespace::ParseNow(now);
+      if (params.ids.empty()) return result;
+      Stmt row(conn, sql::kPollTasks);
+      row.Bind(":now", now).Bind(":ids", TextsJson(params.ids));
+      while (row.Step()) {
+        PolledTask task;
+        task.id = row.Text(0);
+        task.settings_json = row.Text(1);
+        task.next_run_start_at = row.Time(2);
+        task.current_run_expires_at = row.Time(3);
+        task.running = row.Int(4) != 0;
+        task.ready = row.Int(5) != 0;
+        result.tasks.push_back(std::move(task));
+      }
+      return result;
+    });
+  }
+
+  Result<std::optional<ClaimedRun>> TryClaimTask(const ClaimTaskParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<std::optional<ClaimedRun>> {
+      const std::string now = ns().Now(conn);
+      Stmt row(conn, sql::kClaimTask);
+      row.Bind(":id", params.id).Bind(":ticket", params.ticket).Bind(":now", now);
+      if (params.timeout) {
+        row.Bind(":timeout", OffsetModifier(*params.timeout));
+      } else {
+        row.BindNull(":timeout");
+      }
+      std::optional<ClaimedRun> claimed;
+      while (row.Step()) claimed = ClaimedRun{row.Time(0).value_or(WallTime{}), row.Time(1), row.Time(2)};
+      return claimed;
+    });
+  }
+
+  Result<bool> CheckTaskTicket(const CheckTaskTicketParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<bool> {
+      if (params.extend_lease) {
+        const std::string now = ns().Now(conn);
+        Stmt row(conn, sql::kExtendTaskLease);
+        row.Bind(":id", params.id)
+            .Bind(":ticket", params.ticket)
+            .Bind(":now", now)
+            .Bind(":lease", OffsetModifier(*params.extend_lease));
+        return row.Step();
+      }
+      Stmt row(conn, sql::kCheckTaskTicket);
+      row.Bind(":id", params.id).Bind(":ticket", params.ticket);
+      return row.Step();
+    });
+  }
+
+  Result<bool> TryReleaseTask(const ReleaseTaskParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<bool> {
+      const std::string now = ns().Now(conn);
+      Stmt row(conn, sql::kReleaseTask);
+      row.Bind(":id", params.id)
+          .Bind(":ticket", params.ticket)
+          .Bind(":now", now)
+          .BindOpt(":error_json", params.error_json);
+      BindNextRun(conn, row, params.next_run, now);
+      row.Run();
+      return row.Changes() == 1;
+    });
+  }
+
+  Status TriggerTask(const TriggerTaskParams& params) override {
+    Status status = ns().Guard([&](Connection& conn) {
+      const std::string now = ns().Now(conn);
+      Stmt update(conn, sql::kTriggerTask);
+      update.Bind(":id", params.id).Bind(":now", now).Run();
+      if (update.Changes() == 1) return Status::Ok();
+      if (!Exists(conn, params.id)) return NoSuchTask(params.id);
+      return ConflictError("Task " + params.id + " is currently running");
+    });
+    if (status.ok()) ns().hub().Publish(kTasksChannel, params.id);
+    return status;
+  }
+
+  Status CancelTask(const CancelTaskParams& params) override {
+    return ns().Guard([&](Connection& conn) {
+      const std::string now = ns().Now(conn);
+      Stmt update(conn, sql::kCancelTask);
+      update.Bind(":id", params.id).Bind(":now", now).Bind(":error_json", params.error_json);
+      update.Bind(":keep_next", std::int64_t{params.next_run ? 0 : 1});
+      BindNextRun(conn, update, params.next_run.value_or(NullTime{}), now);
+      update.Run();
+      if (update.Changes() == 1) return Status::Ok();
+      if (!Exists(conn, params.id)) return NoSuchTask(params.id);
+      return ConflictError("Task " + params.id + " is not running");
+    });
+  }
+
+  Result<bool> CapTaskNextRun(const CapTaskNextRunParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<bool> {
+      const std::string now = ns().Now(conn);
+      Stmt row(conn, sql::kCapTaskNextRun);
+      row.Bind(":id", params.id).Bind(":now", now).Bind(":within", OffsetModifier(params.within));
+      return row.Step();
+    });
+  }
+
+  Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<std::vector<std::string>> {
+      const std::string now = ns().Now(conn);
+      std::vector<std::string> ids;
+      Stmt row(conn, sql::kSweepExpiredTaskRuns);
+      row.Bind(":now", now).Bind(":expired_before", SqliteNamespace::Earlier(now, params.expired_before));
+      if (params.error_json) {
+        row.Bind(":error", *params.error_json);
+      } else {
+        row.BindNull(":error");
+      }
+      while (row.Step()) ids.push_back(row.Text(0));
+      std::sort(ids.begin(), ids.end());
+      return ids;
+    });
+  }
+
+  Result<std::vector<TaskRow>> ListTasks(const ListTasksParams& params) override {
+    return ns().Guard([&](Connection& conn) -> Result<std::vector<TaskRow>> {
+      std::vector<TaskRow> tasks;
+      if (params.ids) {
+        if (params.ids->empty()) return tasks;
+        Stmt row(conn, sql::kListTasksByIds);
+        row.Bind(":ids", TextsJson(*params.ids));
+        while (row.Step()) tasks.push_back(ReadTaskRow(row));
+      } else {
+        Stmt row(conn, sql::kListAllTasks);
+        while (row.Step()) tasks.push_back(ReadTaskRow(row));
+      }
+      return tasks;
+    });
+  }
+
+ private:
+  // A TimeSpec other than FixedRateAfter as the text to store (nullopt = NULL).
+  static std::optional<std::string> Resolve(Connection& conn, const TimeSpec& spec, const std::string& now) {
+    if (const auto* plus = std::get_if<DbNowPlus>(&spec)) {
+      if (plus->offset.count() == 0) return now;
+      Stmt row(conn, sql::kNowPlus);
+      row.BindNull(":at").Bind(":now", now).Bind(":offset", OffsetModifier(plus->offset));
+      if (!row.Step()) Fail(InternalError("NowPlus returned no row"));
+      return row.OptText(0);
+    }
+    if (const auto* at = std::get_if<AbsoluteTime>(&spec)) return FormatTime(at->at);
+    if (std::holds_alternative<FixedRateAfter>(spec)) {
+      Fail(InvalidArgumentError("FixedRateAfter is only meaningful when releasing a task"));
+    }
+    return std::nullopt;
+  }
+
+  // The :period / :next_at pair of ReleaseTask and CancelTask: a fixed rate is computed in SQL from the row's
+  // previous value; anything else is resolved here.
+  static void BindNextRun(Connection& conn, Stmt& row, const TimeSpec& next_run, const std::string& now) {
+    if (const auto* rate = std::get_if<FixedRateAfter>(&next_run)) {
+      row.Bind(":period", OffsetModifier(rate->period)).BindNull(":next_at");
+    } else {
+      row.BindNull(":period").BindOpt(":next_at", Resolve(conn, next_run, now));
+    }
+  }
+
+  static bool Exists(Connection& conn, const std::string& id) {
+    Stmt row(conn, sql::kTaskExists);
+    row.Bind(":id", id);
+    return row.Step();
+  }
+};
+
+}  // namespace
+
+}  // namespace octop::store::sqlite
+
+namespace octop::store {
+
+Result<std::unique_ptr<TaskStore>> OpenSqliteTaskStore(const std::string& location,
+                                                       const StoreOptions& options) {
+  OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<sqlite::SqliteNamespace> ns,
+                         sqlite::SqliteNamespace::Open(location, options));
+  return std::unique_ptr<TaskStore>(
+      std::make_unique<sqlite::SqliteTaskStore>(std::move(ns), MigrationLine::kTasks));
+}
+
+}  // namespace octop::store
