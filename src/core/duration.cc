@@ -12,6 +12,8 @@
 
 #include <octop/duration.h>
 
+#include "core/js_text.h"
+
 namespace octop {
 namespace {
 
@@ -108,43 +110,6 @@ std::string JsNumberToString(double x) {
     out += std::to_string(std::abs(n - 1));
   }
   return out;
-}
-
-// Bytes of the JavaScript WhiteSpace or LineTerminator code point (UTF-8) that starts at text[i], or 0.
-std::size_t JsSpaceAt(std::string_view text, std::size_t i) {
-  auto byte = [&](std::size_t j) { return j < text.size() ? static_cast<unsigned char>(text[j]) : 0u; };
-  unsigned b0 = byte(i);
-  if (b0 == ' ' || (b0 >= 0x09 && b0 <= 0x0D)) return 1;
-  unsigned b1 = byte(i + 1), b2 = byte(i + 2);
-  if (b0 == 0xC2 && b1 == 0xA0) return 2;                // U+00A0
-  if (b0 == 0xE1 && b1 == 0x9A && b2 == 0x80) return 3;  // U+1680
-  if (b0 == 0xE2 && b1 == 0x80 && ((b2 >= 0x80 && b2 <= 0x8A) || b2 == 0xA8 || b2 == 0xA9 || b2 == 0xAF)) {
-    return 3;  // U+2000-200A, 2028, 2029, 202F
-  }
-  if (b0 == 0xE2 && b1 == 0x81 && b2 == 0x9F) return 3;  // U+205F
-  if (b0 == 0xE3 && b1 == 0x80 && b2 == 0x80) return 3;  // U+3000
-  if (b0 == 0xEF && b1 == 0xBB && b2 == 0xBF) return 3;  // U+FEFF
-  return 0;
-}
-
-// JavaScript's String.prototype.trim on UTF-8 text.
-std::string_view JsTrim(std::string_view text) {
-  std::size_t begin = 0;
-  while (std::size_t n = JsSpaceAt(text, begin)) begin += n;
-  std::size_t end = text.size();
-  while (end > begin) {
-    // Whitespace code points are 1 to 3 bytes long; find one that ends exactly at `end`.
-    std::size_t found = 0;
-    for (std::size_t len = 1; len <= 3 && len <= end - begin; ++len) {
-      if (JsSpaceAt(text, end - len) == len) {
-        found = len;
-        break;
-      }
-    }
-    if (found == 0) break;
-    end -= found;
-  }
-  return text.substr(begin, end - begin);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -529,7 +494,7 @@ Result<Duration> Duration::ParseIso(std::string_view text) {
 }
 
 Result<Duration> Duration::ParseConfigString(std::string_view text, std::string_view key) {
-  const std::string_view value = JsTrim(text);
+  const std::string_view value = text::JsTrim(text);
   auto fail = [&](std::string_view reason) {
     return InvalidArgumentError(QuoteForMessage(key, value) + ", Error: " + std::string(reason));
   };
@@ -597,7 +562,7 @@ Result<Duration> Duration::ParseConfigValue(const nlohmann::json& value, std::st
     if (it->is_number()) {
       number = it->get<double>();
     } else if (it->is_string()) {
-      std::string_view trimmed = JsTrim(it->get_ref<const std::string&>());
+      std::string_view trimmed = text::JsTrim(it->get_ref<const std::string&>());
       number = trimmed.empty() ? std::numeric_limits<double>::quiet_NaN() : JsStringToNumber(trimmed);
       if (!std::isfinite(number)) {
         return InvalidArgumentError(read_prefix + "Error: Unable to convert config value for key '" +

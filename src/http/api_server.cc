@@ -18,6 +18,7 @@
 #include <prometheus/text_serializer.h>
 #include <sys/socket.h>
 
+#include "core/js_text.h"
 #include "http/task_json.h"
 
 namespace octop::http {
@@ -29,39 +30,6 @@ int HexValue(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-bool IsValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = 0;
-    if (c < 0x80) {
-      n = 0;
-    } else if ((c & 0xE0) == 0xC0 && c >= 0xC2) {
-      n = 1;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2;
-    } else if ((c & 0xF8) == 0xF0 && c <= 0xF4) {
-      n = 3;
-    } else {
-      return false;
-    }
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    // Overlong forms, UTF-16 surrogates (ED A0..BF: what decodeURIComponent rejects as a lone surrogate)
-    // and code points past U+10FFFF are not UTF-8 either.
-    if (n >= 2) {
-      const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) ||
-          (c == 0xF4 && c1 >= 0x90)) {
-        return false;
-      }
-    }
-    i += n + 1;
-  }
-  return true;
 }
 
 // decodeURIComponent: '+' stays '+', malformed escapes are an error (Express answers 400 for them).
@@ -83,7 +51,7 @@ std::optional<std::string> PercentDecode(std::string_view s) {
     out += c;
     i += 2;
   }
-  if (!IsValidUtf8(out)) return std::nullopt;
+  if (!text::IsValidUtf8(out)) return std::nullopt;  // decodeURIComponent rejects lone surrogates too
   return out;
 }
 

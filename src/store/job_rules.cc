@@ -5,42 +5,12 @@
 
 #include <octop/json_depth.h>
 
+#include "core/js_text.h"
+
 namespace octop::store {
 
-namespace {
-
-// Length of the UTF-8 sequence starting at s[i], or 0 when it is not a valid one.
-std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  std::size_t n = 0;
-  if (b < 0x80) {
-    n = 1;
-  } else if ((b >> 5) == 0x6 && b >= 0xC2) {
-    n = 2;
-  } else if ((b >> 4) == 0xE) {
-    n = 3;
-  } else if ((b >> 3) == 0x1E && b <= 0xF4) {
-    n = 4;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  return n;
-}
-
-}  // namespace
-
 bool IsStorableText(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    if (s[i] == '\0') return false;
-    const std::size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
+  return s.find('\0') == std::string_view::npos && text::IsValidUtf8(s);
 }
 
 Status ValidateJobName(std::string_view what, std::string_view name) {
@@ -89,7 +59,7 @@ std::string TruncateJobError(std::string_view error) {
   std::string out;
   out.reserve(std::min(error.size(), kMaxJobErrorBytes));
   for (std::size_t i = 0; i < error.size();) {
-    std::size_t n = error[i] == '\0' ? 0 : Utf8SequenceLength(error, i);
+    std::size_t n = error[i] == '\0' ? 0 : text::Utf8SequenceLength(error, i);
     std::string_view piece = n == 0 ? std::string_view("?") : error.substr(i, n);
     if (out.size() + piece.size() > kMaxJobErrorBytes) break;
     out.append(piece);
