@@ -20,8 +20,6 @@ constexpr std::chrono::hours kMaxSleep{1};
 constexpr std::chrono::milliseconds kReadingInterval{500};
 // The shortest lease a timed-out run holds while it is being stopped (three checks, at least this).
 constexpr std::chrono::seconds kStopLease{5};
-// How long a notification wait blocks before re-checking the stop token (the store's Wait also honours it).
-constexpr std::chrono::milliseconds kListenWait{500};
 // A poll that finds a task due but not yet ready is repeated at once, at most kMaxEarlyPolls times in a row.
 constexpr int kMaxEarlyPolls = 3;
 
@@ -479,12 +477,7 @@ std::optional<std::chrono::microseconds> GlobalTaskWorker::CapNextRun(const stor
 
 std::optional<std::chrono::nanoseconds> GlobalTaskWorker::ReadDatabaseClock() {
   last_reading_ = context_.clock->SteadyNow();
-  Result<std::optional<std::chrono::nanoseconds>> step = db_clock_.Read(store_);
-  if (!step.ok()) {
-    context_.Log(LogLevel::kWarn, "Failed to read the database's clock, " + step.status().ToString());
-    return std::nullopt;
-  }
-  return *step;
+  return runtime::ReadDatabaseClock(context_, db_clock_, store_);
 }
 
 void GlobalTaskWorker::Sweep() {
@@ -503,42 +496,13 @@ void GlobalTaskWorker::Sweep() {
 }
 
 void GlobalTaskWorker::ListenLoop(std::stop_token stop) {
-  std::unique_ptr<store::Listener> listener;
-  bool failing = false;
-  while (!stop.stop_requested()) {
-    if (listener == nullptr) {
-      Result<std::unique_ptr<store::Listener>> opened = store_.Listen({std::string(store::kTasksChannel)});
-      if (!opened.ok()) {
-        if (!failing) {
-          context_.Log(LogLevel::kWarn, "Cannot listen for task triggers of plugin " + plugin_id_ +
-                                            " (polling only until it recovers), " +
-                                            opened.status().ToString());
-        }
-        failing = true;
-        // Reconnection backoff on real time: it is about the connection, not the schedule.
-        Clock::Real().WaitFor(kRetryAfterFailure, stop);
-        continue;
-      }
-      listener = std::move(opened).value();
-      if (failing)
-        context_.Log(LogLevel::kInfo, "Listening for task triggers of plugin " + plugin_id_ + " again");
-      failing = false;
-      Wake();  // a trigger may have been missed while not listening
-    }
-    Result<std::vector<store::Notification>> notes = listener->Wait(kListenWait, stop);
-    if (!notes.ok()) {
-      if (stop.stop_requested()) break;
-      context_.Log(LogLevel::kWarn,
-                   "Task trigger listener of plugin " + plugin_id_ + " failed, " + notes.status().ToString());
-      failing = true;
-      listener.reset();
-      Clock::Real().WaitFor(kRetryAfterFailure, stop);
-      continue;
-    }
-    for (const store::Notification& note : *notes) {
-      if (note.channel == store::kTasksChannel) NoteTriggered(note.payload);
-    }
-  }
+  ListenUntilStopped(
+      context_, store_, {std::string(store::kTasksChannel)}, "task triggers of plugin " + plugin_id_,
+      [this] { Wake(); },  // a trigger may have been missed while not listening
+      [this](const store::Notification& note) {
+        if (note.channel == store::kTasksChannel) NoteTriggered(note.payload);
+      },
+      stop);
 }
 
 void GlobalTaskWorker::Join() {

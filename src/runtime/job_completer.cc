@@ -104,7 +104,7 @@ void JobCompleter::Loop(std::stop_token stop) {
         break;
       }
       // Retry on real time; a stop only shortens the wait so shutdown keeps trying a few times.
-      real.WaitFor(kJobRetryAfterFailure, stop);
+      real.WaitFor(kRetryAfterFailure, stop);
     }
     batch.clear();
   }

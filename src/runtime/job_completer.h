@@ -4,7 +4,7 @@
 // second than it can commit transactions.
 //
 // Batching waits on the real clock (it is about I/O, not the schedule), so FakeClock tests see completions
-// written without advancing fake time. A failed write is retried (after kJobRetryAfterFailure) with the same
+// written without advancing fake time. A failed write is retried (after kRetryAfterFailure) with the same
 // items; completions that are still unwritten when Join() gives up are lost to the rescuer, which re-runs
 // those jobs after their expiry (at-least-once).
 //

@@ -25,7 +25,6 @@ namespace octop {
 
 namespace {
 
-constexpr std::chrono::milliseconds kListenWait{500};
 constexpr int kMaxRetentionRounds = 100;
 constexpr int kMaxConcurrency = 1024;
 constexpr int kLatestFailedShown = 10;
@@ -144,12 +143,7 @@ class JobQueue::Impl {
 
   // Reads the database's clock; returns its step since the last reading, if it stepped.
   std::optional<std::chrono::nanoseconds> MeasureDatabaseClock() {
-    Result<std::optional<std::chrono::nanoseconds>> step = context.db_clock->Read(*store);
-    if (!step.ok()) {
-      context.Log(LogLevel::kWarn, "Failed to read the database's clock, " + step.status().ToString());
-      return std::nullopt;
-    }
-    return *step;
+    return runtime::ReadDatabaseClock(context, *context.db_clock, *store);
   }
 
   // After a step of the database's clock the leases in the database say nothing true about this node's jobs:
@@ -255,48 +249,24 @@ class JobQueue::Impl {
   }
 
   void ListenLoop(std::stop_token stop) {
-    std::unique_ptr<store::Listener> listener_handle;
-    bool failing = false;
-    while (!stop.stop_requested()) {
-      if (listener_handle == nullptr) {
-        auto opened = store->Listen({std::string(store::kJobsChannel), std::string(store::kConfigChannel)});
-        if (!opened.ok()) {
-          if (!failing) {
-            context.Log(LogLevel::kWarn,
-                        "Cannot listen for job notifications (polling only until it recovers), " +
-                            opened.status().ToString());
-          }
-          failing = true;
-          // Reconnection backoff on real time: it is about the connection, not the schedule.
-          Clock::Real().WaitFor(runtime::kJobRetryAfterFailure, stop);
-          continue;
-        }
-        listener_handle = std::move(opened).value();
-        if (failing) context.Log(LogLevel::kInfo, "Listening for job notifications again");
-        failing = false;
-        // Something may have been enqueued, or the config changed, while not listening.
-        WakeAll();
-        config_dirty.store(true);
-        maintenance_wake.Notify();
-      }
-      Result<std::vector<store::Notification>> notes = listener_handle->Wait(kListenWait, stop);
-      if (!notes.ok()) {
-        if (stop.stop_requested()) break;
-        context.Log(LogLevel::kWarn, "Job notification listener failed, " + notes.status().ToString());
-        failing = true;
-        listener_handle.reset();
-        Clock::Real().WaitFor(runtime::kJobRetryAfterFailure, stop);
-        continue;
-      }
-      for (const store::Notification& note : *notes) {
-        if (note.channel == store::kJobsChannel) {
-          Wake(note.payload);
-        } else if (note.channel == store::kConfigChannel) {
+    runtime::ListenUntilStopped(
+        context, *store, {std::string(store::kJobsChannel), std::string(store::kConfigChannel)},
+        "job notifications",
+        [&] {
+          // Something may have been enqueued, or the config changed, while not listening.
+          WakeAll();
           config_dirty.store(true);
           maintenance_wake.Notify();
-        }
-      }
-    }
+        },
+        [&](const store::Notification& note) {
+          if (note.channel == store::kJobsChannel) {
+            Wake(note.payload);
+          } else if (note.channel == store::kConfigChannel) {
+            config_dirty.store(true);
+            maintenance_wake.Notify();
+          }
+        },
+        stop);
   }
 };
 
@@ -339,6 +309,7 @@ Result<std::unique_ptr<JobQueue>> runtime::JobQueueOpener::Open(JobQueueOptions 
   OCTOP_RETURN_IF_ERROR(impl->store->Migrate());
   impl->metrics = std::make_unique<runtime::JobMetrics>(o.metrics_registry);
   ctx.clock = o.clock;
+  ctx.logger = o.logger;
   ctx.db_clock.emplace(*o.clock);
   ctx.store = impl->store.get();
   ctx.metrics = impl->metrics.get();

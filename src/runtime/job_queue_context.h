@@ -1,5 +1,6 @@
-// JobQueueContext: what every part of one JobQueue shares -- the store, clock, log sink, metrics, options,
-// the handlers registered per kind, and the runtime settings read from the octop_config table. Owned by
+// JobQueueContext: what every part of one JobQueue shares -- the RuntimeContext (clock, log sink), the store,
+// metrics, options, the handlers registered per kind, and the runtime settings read from the octop_config
+// table. Owned by
 // JobQueue::Impl, which outlives every producer, worker, completer and maintenance thread that points to it.
 //
 // Thread-safety: the immutable parts are set before any thread starts; the handler table is guarded by its
@@ -23,6 +24,7 @@
 
 #include "runtime/database_clock.h"
 #include "runtime/job_metrics.h"
+#include "runtime/runtime_context.h"
 #include "store/job_store.h"
 
 namespace octop::runtime {
@@ -72,10 +74,9 @@ class JobHandlerRegistry {
   std::atomic<std::uint64_t> version_{0};
 };
 
-struct JobQueueContext {
+struct JobQueueContext : RuntimeContext {
   JobQueueOptions options;  // immutable after Open()
   std::string worker_id;    // stored with each claim: "<hostname>-<pid>"
-  Clock* clock = nullptr;
   store::JobStore* store = nullptr;
   JobMetrics* metrics = nullptr;
   JobHandlerRegistry handlers;
@@ -86,9 +87,6 @@ struct JobQueueContext {
   // The database's clock as this node sees it, measured by the maintenance thread. Set in Open(), with clock.
   std::optional<DatabaseClock> db_clock;
 
-  void Log(LogLevel level, std::string_view message) const {
-    if (options.logger) options.logger(level, message);
-  }
   std::chrono::milliseconds PollInterval() const {
     return std::chrono::milliseconds(poll_interval_ms.load());
   }
@@ -96,9 +94,6 @@ struct JobQueueContext {
     return std::chrono::milliseconds(default_timeout_ms.load());
   }
 };
-
-// How long a loop waits before retrying after a failed database call.
-inline constexpr std::chrono::milliseconds kJobRetryAfterFailure{1000};
 
 }  // namespace octop::runtime
 

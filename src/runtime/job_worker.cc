@@ -179,7 +179,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   if (!claimed.ok()) {
     context_.Log(LogLevel::kWarn,
                  "Failed to claim jobs of queue " + queue_ + ", " + claimed.status().ToString());
-    next_due_ = after + kJobRetryAfterFailure;
+    next_due_ = after + kRetryAfterFailure;
     return false;
   }
 

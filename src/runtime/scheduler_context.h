@@ -1,6 +1,6 @@
-// SchedulerContext: what every part of one Scheduler shares -- its clock, log sink, metrics, timing options
-// and the shutdown stop token. Owned by Scheduler::Impl, which outlives every plugin, worker and run thread
-// that points to it.
+// SchedulerContext: what every part of one Scheduler shares -- the RuntimeContext (clock, log sink, shutdown
+// stop token), its metrics and timing options. Owned by Scheduler::Impl, which outlives every plugin, worker
+// and run thread that points to it.
 //
 // Thread-safety: immutable after construction; the logger and metrics are themselves thread-safe.
 #ifndef OCTOP_RUNTIME_SCHEDULER_CONTEXT_H_
@@ -21,27 +21,18 @@
 #include <octop/clock.h>
 #include <octop/scheduler.h>
 
+#include "runtime/runtime_context.h"
+
 namespace octop::runtime {
 
 class SchedulerMetrics;
 
-struct SchedulerContext {
-  Clock* clock = nullptr;
-  Logger logger;
+struct SchedulerContext : RuntimeContext {
   SchedulerMetrics* metrics = nullptr;
   std::chrono::milliseconds work_check_frequency{5000};
   std::chrono::milliseconds poll_interval{5000};
   std::chrono::milliseconds janitor_interval{60000};
-  std::stop_token shutdown;
-
-  void Log(LogLevel level, std::string_view message) const {
-    if (logger) logger(level, message);
-  }
 };
-
-// The logger used when the options name none: spdlog's default logger, level for level. Shared by the
-// scheduler and the job queue.
-Logger DefaultLogger();
 
 // A stop_callback on a task's own signal (TaskInvocationDefinition::signal) that marks `fired` and wakes the
 // worker's loop; nullptr without a signal. It may run inside this call when the signal is already stopped, so
@@ -84,8 +75,6 @@ void StopAndJoinRuns(std::mutex& mu, TaskMap& tasks) {
 
 // Backstage's floor for readiness polling (TaskStatePoller's MIN_POLL_INTERVAL_MS).
 inline constexpr std::chrono::milliseconds kMinPollInterval{100};
-// How long a loop waits before retrying after an unexpected failure (a database outage), as Backstage does.
-inline constexpr std::chrono::milliseconds kRetryAfterFailure{1000};
 
 }  // namespace octop::runtime
 
