@@ -250,6 +250,39 @@ TEST(SqliteStore, AnIntegerTimeOutOfRangeIsAClearErrorNotACrash) {
   }
 }
 
+// An unreadable value fails the statement that read it (connection.h keeps a statement's first failure):
+// every operation that reads the row answers Internal, naming the column; nothing is half-read.
+TEST(SqliteStore, AnUnreadableTextTimeFailsEveryReadOfItsRow) {
+  TempDir dir;
+  testing::FakeClock clock(At(2026, 1, 1, 0, 0, 5));
+  auto store = Open(dir, "odd", &clock);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Migrate().ok());
+  ASSERT_TRUE(store
+                  ->UpsertTask({"t", R"({"version":2,"cadence":"PT1M","timeoutAfterDuration":"PT1M"})",
+                                DbNowPlus{}, DbNowPlus{}})
+                  .ok());
+  {
+    Raw raw(dir.File("odd"));
+    raw.Exec("update backstage_backend_tasks__tasks set next_run_start_at = 'half past nine'");
+  }
+  auto rows = store->ListTasks({});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().code(), StatusCode::kInternal);
+  EXPECT_NE(rows.status().message().find("next_run_start_at"), std::string::npos) << rows.status().ToString();
+  auto polled = store->PollTasks({.ids = {"t"}});
+  ASSERT_FALSE(polled.ok());
+  EXPECT_EQ(polled.status().code(), StatusCode::kInternal);
+  // The store goes on working once the row is readable again.
+  {
+    Raw raw(dir.File("odd"));
+    raw.Exec("update backstage_backend_tasks__tasks set next_run_start_at = '2026-01-01 00:00:00.000'");
+  }
+  rows = store->ListTasks({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(rows->front().next_run_start_at, At(2026, 1, 1, 0, 0, 0));
+}
+
 TEST(SqliteStore, CheckWritableSaysWhenWritesFail) {
   TempDir dir;
   testing::FakeClock clock;

@@ -26,38 +26,27 @@ class ConnectionPool {
   const std::string& path() const { return path_; }
   bool in_memory() const { return in_memory_; }
 
+  // One connection, returned to the pool when the lease is destroyed.
   class Lease {
    public:
-    Lease(ConnectionPool& pool, std::unique_ptr<Connection> conn) : pool_(pool), conn_(std::move(conn)) {}
+    Lease(ConnectionPool* pool, std::unique_ptr<Connection> conn) : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&&) noexcept = default;
+    Lease& operator=(Lease&&) = delete;
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
-    ~Lease() { pool_.Return(std::move(conn_)); }
+    ~Lease() {
+      if (conn_ != nullptr) pool_->Return(std::move(conn_));
+    }
     Connection& operator*() const { return *conn_; }
 
    private:
-    ConnectionPool& pool_;
+    ConnectionPool* pool_;
     std::unique_ptr<Connection> conn_;
   };
 
-  Lease Acquire() {
-    std::unique_lock lock(mu_);
-    available_.wait(lock, [&] { return !idle_.empty() || open_ < max_size_; });
-    if (!idle_.empty()) {
-      std::unique_ptr<Connection> conn = std::move(idle_.back());
-      idle_.pop_back();
-      return Lease(*this, std::move(conn));
-    }
-    ++open_;
-    lock.unlock();
-    try {
-      return Lease(*this, OpenConnection());
-    } catch (...) {
-      lock.lock();
-      --open_;
-      available_.notify_one();
-      throw;
-    }
-  }
+  // An idle connection, or a new one while fewer than `max_size` are open (waiting for one to come back
+  // otherwise). kUnavailable when a new connection cannot be opened.
+  Result<Lease> Acquire();
 
  private:
   void Return(std::unique_ptr<Connection> conn) {
@@ -67,8 +56,8 @@ class ConnectionPool {
   }
 
   // A new connection, configured (WAL unless in memory, the busy handler, connection.sql's pragmas).
-  std::unique_ptr<Connection> OpenConnection();
-  void EnableWal(Connection& conn);
+  Result<std::unique_ptr<Connection>> OpenConnection();
+  Status EnableWal(Connection& conn);
 
   const std::string path_;
   const bool in_memory_;

@@ -32,11 +32,12 @@ std::span<const std::string_view> Scripts(MigrationLine line) {
   return kJobScripts;
 }
 
-bool HasTable(Connection& conn, std::string_view table) {
+Result<bool> HasTable(Connection& conn, std::string_view table) {
   Stmt tables(conn, sql::kBookkeepingTables);
   while (tables.Step()) {
     if (tables.Text(0) == table) return true;
   }
+  OCTOP_RETURN_IF_ERROR(tables.status());
   return false;
 }
 
@@ -44,12 +45,15 @@ bool HasTable(Connection& conn, std::string_view table) {
 
 int LatestVersion(MigrationLine line) { return static_cast<int>(Names(line).size()); }
 
-std::vector<std::string> AppliedMigrations(Connection& conn, MigrationLine line) {
+Result<std::vector<std::string>> AppliedMigrations(Connection& conn, MigrationLine line) {
   const bool tasks = line == MigrationLine::kTasks;
   std::vector<std::string> recorded;
-  if (HasTable(conn, tasks ? "backstage_backend_tasks__knex_migrations" : "octop_migrations")) {
+  OCTOP_ASSIGN_OR_RETURN(
+      bool kept, HasTable(conn, tasks ? "backstage_backend_tasks__knex_migrations" : "octop_migrations"));
+  if (kept) {
     Stmt row(conn, tasks ? sql::kListKnexMigrations : sql::kListOctopMigrations);
     while (row.Step()) recorded.push_back(row.Text(0));
+    OCTOP_RETURN_IF_ERROR(row.status());
   }
   std::vector<std::string> applied;
   for (std::string_view name : Names(line)) {
@@ -58,39 +62,42 @@ std::vector<std::string> AppliedMigrations(Connection& conn, MigrationLine line)
   return applied;
 }
 
-void ApplyMigrations(Connection& conn, MigrationLine line, int version, const std::string& now) {
+Status ApplyMigrations(Connection& conn, MigrationLine line, int version, const std::string& now) {
   const bool tasks = line == MigrationLine::kTasks;
   // One writer at a time: a concurrent migrator (another store or process) waits here, then finds the work
   // done and records nothing twice.
   ImmediateTransaction tx(conn);
-  conn.Exec(tasks ? sql::kCreateKnexBookkeeping : sql::kCreateOctopBookkeeping);
-  const std::vector<std::string> applied = AppliedMigrations(conn, line);
+  OCTOP_RETURN_IF_ERROR(tx.Begin());
+  OCTOP_RETURN_IF_ERROR(conn.Exec(tasks ? sql::kCreateKnexBookkeeping : sql::kCreateOctopBookkeeping));
+  OCTOP_ASSIGN_OR_RETURN(const std::vector<std::string> applied, AppliedMigrations(conn, line));
   std::optional<std::int64_t> batch;
   for (std::size_t i = 0; i < static_cast<std::size_t>(version); ++i) {
     const std::string_view name = Names(line)[i];
     if (std::find(applied.begin(), applied.end(), name) != applied.end()) continue;
-    conn.Exec(Scripts(line)[i]);
+    OCTOP_RETURN_IF_ERROR(conn.Exec(Scripts(line)[i]));
     if (tasks) {
       if (!batch) {
         Stmt next(conn, sql::kNextKnexBatch);
         batch = next.Step() ? next.Int(0) : 1;
+        OCTOP_RETURN_IF_ERROR(next.status());
       }
-      Stmt(conn, sql::kRecordKnexMigration)
-          .Bind(":name", name)
-          .Bind(":batch", *batch)
-          .Bind(":now", now)
-          .Run();
+      OCTOP_RETURN_IF_ERROR(Stmt(conn, sql::kRecordKnexMigration)
+                                .Bind(":name", name)
+                                .Bind(":batch", *batch)
+                                .Bind(":now", now)
+                                .Run());
     } else {
       // octop_migrations.version keeps the numbers of the single line the two grew out of (Backstage's three
       // came first), so rows written before and after the split read alike.
-      Stmt(conn, sql::kRecordOctopMigration)
-          .Bind(":version", static_cast<std::int64_t>(i + 1 + std::size(kTaskMigrationNames)))
-          .Bind(":name", name)
-          .Bind(":now", now)
-          .Run();
+      OCTOP_RETURN_IF_ERROR(
+          Stmt(conn, sql::kRecordOctopMigration)
+              .Bind(":version", static_cast<std::int64_t>(i + 1 + std::size(kTaskMigrationNames)))
+              .Bind(":name", name)
+              .Bind(":now", now)
+              .Run());
     }
   }
-  tx.Commit();
+  return tx.Commit();
 }
 
 }  // namespace octop::store::sqlite

@@ -3,8 +3,6 @@
 // BEGIN IMMEDIATE, so concurrent migrators (stores, processes, a Backstage backend's knex) take turns and
 // none records a step twice (docs/store.md, "Migrations").
 //
-// Errors: throws SqliteFailure (connection.h).
-//
 // Thread-safety: each call uses the connection it is given, held by the caller alone.
 #ifndef OCTOP_STORE_SQLITE_MIGRATIONS_H_
 #define OCTOP_STORE_SQLITE_MIGRATIONS_H_
@@ -21,10 +19,10 @@ namespace octop::store::sqlite {
 int LatestVersion(MigrationLine line);
 
 // Applies the line's missing migrations up to `version` (1..LatestVersion), `now` the time to record.
-void ApplyMigrations(Connection& conn, MigrationLine line, int version, const std::string& now);
+Status ApplyMigrations(Connection& conn, MigrationLine line, int version, const std::string& now);
 
 // The names of the line's applied migrations, in the line's order.
-std::vector<std::string> AppliedMigrations(Connection& conn, MigrationLine line);
+Result<std::vector<std::string>> AppliedMigrations(Connection& conn, MigrationLine line);
 
 }  // namespace octop::store::sqlite
 

@@ -29,6 +29,7 @@ class SqliteAdmin final : public NamespaceAdmin {
       Stmt row(conn, admin_sql::kDescribeTable);
       row.Bind(":table", table);
       while (row.Step()) columns.push_back({row.Text(0), row.Text(1), row.Int(2) != 0, row.Int(3) != 0});
+      OCTOP_RETURN_IF_ERROR(row.status());
       return columns;
     });
   }
@@ -40,6 +41,7 @@ class SqliteAdmin final : public NamespaceAdmin {
         Stmt row(conn, admin_sql::kListIndexes);
         row.Bind(":table", table);
         while (row.Step()) indexes.push_back({row.Text(0), {}, row.Int(1) != 0, row.Int(2) != 0});
+        OCTOP_RETURN_IF_ERROR(row.status());
       }
       for (IndexInfo& index : indexes) {
         Stmt column(conn, admin_sql::kIndexColumns);
@@ -47,6 +49,7 @@ class SqliteAdmin final : public NamespaceAdmin {
         while (column.Step()) {
           if (!column.IsNull(0)) index.columns.push_back(column.Text(0));
         }
+        OCTOP_RETURN_IF_ERROR(column.status());
       }
       return indexes;
     });
@@ -57,6 +60,7 @@ class SqliteAdmin final : public NamespaceAdmin {
       std::vector<std::string> tables;
       Stmt row(conn, admin_sql::kListTables);
       while (row.Step()) tables.push_back(row.Text(0));
+      OCTOP_RETURN_IF_ERROR(row.status());
       return tables;
     });
   }
@@ -66,14 +70,15 @@ class SqliteAdmin final : public NamespaceAdmin {
       Stmt row(conn, admin_sql::kListConfig);
       std::vector<ConfigEntry> entries;
       while (row.Step()) entries.push_back({row.Text(0), row.Text(1), row.Time(2).value_or(WallTime{})});
+      OCTOP_RETURN_IF_ERROR(row.status());
       return entries;
     });
   }
 
   Status DeleteTask(std::string_view id) override {
-    return ns_->Guard([&](Connection& conn) {
+    return ns_->Guard([&](Connection& conn) -> Status {
       Stmt del(conn, admin_sql::kDeleteTask);
-      del.Bind(":id", id).Run();
+      OCTOP_RETURN_IF_ERROR(del.Bind(":id", id).Run());
       return del.Changes() == 1 ? Status::Ok() : NotFoundError("Task " + std::string(id) + " does not exist");
     });
   }

@@ -19,8 +19,8 @@ namespace octop::store::sqlite {
 
 namespace {
 
-// The 17 columns every job statement returns, in jobs.sql's order.
-JobInfo ReadJobRow(const Stmt& row) {
+// The 17 columns every job statement returns, in jobs.sql's order. An unreadable value fails `row`.
+JobInfo ReadJobRow(Stmt& row) {
   JobInfo job;
   job.id = row.Text(0);
   job.queue = row.Text(1);
@@ -29,9 +29,11 @@ JobInfo ReadJobRow(const Stmt& row) {
   job.priority = static_cast<int>(row.Int(4));
   job.scheduled_at = row.Time(5).value_or(WallTime{});
   const std::string status = row.Text(6);
-  const auto parsed = ParseJobStatus(status);
-  if (!parsed) Fail(InternalError("unknown job status '" + status + "' for job " + job.id));
-  job.status = *parsed;
+  if (const auto parsed = ParseJobStatus(status)) {
+    job.status = *parsed;
+  } else {
+    row.Fail(InternalError("unknown job status '" + status + "' for job " + job.id));
+  }
   job.attempt = static_cast<int>(row.Int(7));
   job.max_retries = static_cast<int>(row.Int(8));
   job.attempt_token = row.OptText(9);
@@ -45,12 +47,23 @@ JobInfo ReadJobRow(const Stmt& row) {
   return job;
 }
 
+// Every row of `row` until it is done, or its failure.
+Result<std::vector<JobInfo>> ReadJobRows(Stmt& row) {
+  std::vector<JobInfo> jobs;
+  while (row.Step()) jobs.push_back(ReadJobRow(row));
+  OCTOP_RETURN_IF_ERROR(row.status());
+  return jobs;
+}
+
 // now + offset as stored text.
-std::string JobTimeAfter(Connection& conn, const std::string& now, std::chrono::microseconds offset) {
+Result<std::string> JobTimeAfter(Connection& conn, const std::string& now, std::chrono::microseconds offset) {
   if (offset.count() == 0) return now;
   Stmt row(conn, sql::kNowPlus);
   row.BindNull(":at").Bind(":now", now).Bind(":offset", OffsetModifier(offset));
-  if (!row.Step()) Fail(InternalError("NowPlus returned no row"));
+  if (!row.Step()) {
+    OCTOP_RETURN_IF_ERROR(row.status());
+    return InternalError("NowPlus returned no row");
+  }
   return row.Text(0);
 }
 
@@ -58,36 +71,45 @@ void AddQueue(std::vector<std::string>& queues, const std::string& queue) {
   if (std::find(queues.begin(), queues.end(), queue) == queues.end()) queues.push_back(queue);
 }
 
+// The live job holding `unique_key`, if any.
+Result<std::optional<std::string>> LiveJobWithKey(Connection& conn, const std::string& unique_key) {
+  Stmt live(conn, sql::kFindLiveJobByKey);
+  live.Bind(":unique_key", unique_key);
+  std::optional<std::string> id;
+  if (live.Step()) id = live.Text(0);
+  OCTOP_RETURN_IF_ERROR(live.status());
+  return id;
+}
+
 // Inserts a validated batch on `conn`, which must hold the write lock (BEGIN IMMEDIATE): the unique-key
 // lookup and the insert cannot be separated by another writer. Appends the queues that received a job to
 // `queues`.
-std::vector<EnqueueResult> EnqueueOnConnection(Connection& conn, const std::string& now,
-                                               const std::vector<JobSpec>& jobs,
-                                               std::vector<std::string>& queues) {
+Result<std::vector<EnqueueResult>> EnqueueOnConnection(Connection& conn, const std::string& now,
+                                                       const std::vector<JobSpec>& jobs,
+                                                       std::vector<std::string>& queues) {
   std::vector<EnqueueResult> out;
   out.reserve(jobs.size());
   for (const JobSpec& job : jobs) {
     if (job.unique_key) {
-      Stmt live(conn, sql::kFindLiveJobByKey);
-      live.Bind(":unique_key", *job.unique_key);
-      if (live.Step()) {
-        out.push_back({live.Text(0), true});
+      OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> holder, LiveJobWithKey(conn, *job.unique_key));
+      if (holder) {
+        out.push_back({*holder, true});
         continue;
       }
     }
     const std::string scheduled_at = job.scheduled_at ? FormatTime(*job.scheduled_at) : now;
     EnqueueResult inserted{NewJobId(), false};
-    Stmt(conn, sql::kInsertJob)
-        .Bind(":id", inserted.id)
-        .Bind(":queue", job.queue)
-        .Bind(":kind", job.kind)
-        .Bind(":payload", job.payload)
-        .Bind(":priority", std::int64_t{job.priority})
-        .Bind(":scheduled_at", scheduled_at)
-        .Bind(":max_retries", std::int64_t{job.max_retries})
-        .Bind(":now", now)
-        .BindOpt(":unique_key", job.unique_key)
-        .Run();
+    OCTOP_RETURN_IF_ERROR(Stmt(conn, sql::kInsertJob)
+                              .Bind(":id", inserted.id)
+                              .Bind(":queue", job.queue)
+                              .Bind(":kind", job.kind)
+                              .Bind(":payload", job.payload)
+                              .Bind(":priority", std::int64_t{job.priority})
+                              .Bind(":scheduled_at", scheduled_at)
+                              .Bind(":max_retries", std::int64_t{job.max_retries})
+                              .Bind(":now", now)
+                              .BindOpt(":unique_key", job.unique_key)
+                              .Run());
     out.push_back(std::move(inserted));
     AddQueue(queues, job.queue);
   }
@@ -96,23 +118,23 @@ std::vector<EnqueueResult> EnqueueOnConnection(Connection& conn, const std::stri
 
 // The caller's own statement inside WithTransaction: prepared for this one use (not cached: arbitrary text),
 // parameters bound as text by $N, ?N or position.
-SqlRows ExecuteCallerStatement(Connection& conn, std::string_view text,
-                               const std::vector<std::optional<std::string>>& params) {
+Result<SqlRows> ExecuteCallerStatement(Connection& conn, std::string_view text,
+                                       const std::vector<std::optional<std::string>>& params) {
   sqlite3_stmt* raw = nullptr;
   const char* tail = nullptr;
   int rc = sqlite3_prepare_v2(conn.db(), text.data(), static_cast<int>(text.size()), &raw, &tail);
-  if (rc != SQLITE_OK) FailSqlite(conn.db(), rc, "preparing the caller's statement");
+  if (rc != SQLITE_OK) return SqliteError(conn.db(), rc, "preparing the caller's statement");
   std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
-  if (!stmt) Fail(InvalidArgumentError("Execute: the SQL text holds no statement"));
+  if (!stmt) return InvalidArgumentError("Execute: the SQL text holds no statement");
   for (const char* p = tail; p != nullptr && p < text.data() + text.size(); ++p) {
     if (*p != ';' && *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') {
-      Fail(InvalidArgumentError("Execute runs exactly one statement; found more SQL after the first"));
+      return InvalidArgumentError("Execute runs exactly one statement; found more SQL after the first");
     }
   }
   const int count = sqlite3_bind_parameter_count(stmt.get());
   if (static_cast<std::size_t>(count) != params.size()) {
-    Fail(InvalidArgumentError("Execute: the statement has " + std::to_string(count) + " parameters, " +
-                              std::to_string(params.size()) + " were given"));
+    return InvalidArgumentError("Execute: the statement has " + std::to_string(count) + " parameters, " +
+                                std::to_string(params.size()) + " were given");
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
     const std::string n = std::to_string(i + 1);
@@ -121,11 +143,11 @@ SqlRows ExecuteCallerStatement(Connection& conn, std::string_view text,
     if (index == 0 && sqlite3_bind_parameter_name(stmt.get(), static_cast<int>(i + 1)) == nullptr) {
       index = static_cast<int>(i + 1);
     }
-    if (index == 0) Fail(InvalidArgumentError("Execute: the statement has no parameter $" + n));
+    if (index == 0) return InvalidArgumentError("Execute: the statement has no parameter $" + n);
     rc = params[i] ? sqlite3_bind_text64(stmt.get(), index, params[i]->data(), params[i]->size(),
                                          SQLITE_TRANSIENT, SQLITE_UTF8)
                    : sqlite3_bind_null(stmt.get(), index);
-    if (rc != SQLITE_OK) FailSqlite(conn.db(), rc, "binding a parameter");
+    if (rc != SQLITE_OK) return SqliteError(conn.db(), rc, "binding a parameter");
   }
   SqlRows out;
   const sqlite3_int64 changes_before = sqlite3_total_changes64(conn.db());
@@ -144,11 +166,11 @@ SqlRows ExecuteCallerStatement(Connection& conn, std::string_view text,
     }
     out.rows.push_back(std::move(values));
   }
-  if (rc != SQLITE_DONE) FailSqlite(conn.db(), rc, "running the caller's statement");
+  if (rc != SQLITE_DONE) return SqliteError(conn.db(), rc, "running the caller's statement");
   out.affected_rows = static_cast<long>(sqlite3_total_changes64(conn.db()) - changes_before);
   if (sqlite3_get_autocommit(conn.db()) != 0) {
-    Fail(FailedPreconditionError(
-        "Execute: the statement ended the transaction (use WithTransaction's return)"));
+    return FailedPreconditionError(
+        "Execute: the statement ended the transaction (use WithTransaction's return)");
   }
   return out;
 }
@@ -159,11 +181,13 @@ class SqliteTransaction final : public Transaction {
 
   Result<SqlRows> Execute(std::string_view text,
                           const std::vector<std::optional<std::string>>& params) override {
-    return Run([&] { return ExecuteCallerStatement(conn_, text, params); });
+    OCTOP_RETURN_IF_ERROR(StillOpen());
+    return Kept(ExecuteCallerStatement(conn_, text, params));
   }
 
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
-    return Run([&] { return EnqueueOnConnection(conn_, now_, jobs, queues_); });
+    OCTOP_RETURN_IF_ERROR(StillOpen());
+    return Kept(EnqueueOnConnection(conn_, now_, jobs, queues_));
   }
 
   std::string_view backend() const override { return "sqlite"; }
@@ -173,17 +197,14 @@ class SqliteTransaction final : public Transaction {
   const std::vector<std::string>& queues() const { return queues_; }
 
  private:
-  template <typename Fn>
-  auto Run(Fn&& fn) -> Result<decltype(fn())> {
+  Status StillOpen() const {
     if (failure_) return FailedPreconditionError("the transaction already failed: " + failure_->message());
-    try {
-      return fn();
-    } catch (const SqliteFailure& e) {
-      failure_ = e.status();
-    } catch (const std::exception& e) {
-      failure_ = InternalError(std::string("SQLite backend: ") + e.what());
-    }
-    return *failure_;
+    return Status::Ok();
+  }
+  template <typename T>
+  Result<T> Kept(Result<T> result) {
+    if (!result.ok()) failure_ = result.status();
+    return result;
   }
 
   Connection& conn_;
@@ -207,19 +228,22 @@ std::int64_t OutcomeCode(JobOutcome outcome) {
   return -1;
 }
 
+bool ByClaimOrder(const JobInfo& a, const JobInfo& b) {
+  return std::tie(a.priority, a.scheduled_at, a.id) < std::tie(b.priority, b.scheduled_at, b.id);
+}
+
 class SqliteJobStore final : public SqliteStoreBase<JobStore> {
  public:
   using SqliteStoreBase::SqliteStoreBase;
-
-  // ---- Jobs (jobs.sql) ----
 
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
     std::vector<std::string> queues;
     auto result = ns().Guard([&](Connection& conn) -> Result<std::vector<EnqueueResult>> {
       ImmediateTransaction tx(conn);
-      const std::string now = ns().Now(conn);
-      std::vector<EnqueueResult> out = EnqueueOnConnection(conn, now, jobs, queues);
-      tx.Commit();
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
+      OCTOP_ASSIGN_OR_RETURN(std::vector<EnqueueResult> out, EnqueueOnConnection(conn, now, jobs, queues));
+      OCTOP_RETURN_IF_ERROR(tx.Commit());
       return out;
     });
     if (result.ok()) {
@@ -232,11 +256,12 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     std::vector<std::string> queues;
     Status status = ns().Guard([&](Connection& conn) -> Status {
       ImmediateTransaction tx(conn);
-      SqliteTransaction txn(conn, ns().Now(conn));
-      Status result = fn(txn);
-      if (!result.ok()) return result;  // ~ImmediateTransaction rolls back
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
+      SqliteTransaction txn(conn, std::move(now));
+      OCTOP_RETURN_IF_ERROR(fn(txn));  // ~ImmediateTransaction rolls back
       if (txn.failure()) return *txn.failure();
-      tx.Commit();
+      OCTOP_RETURN_IF_ERROR(tx.Commit());
       queues = txn.queues();
       return Status::Ok();
     });
@@ -248,29 +273,21 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
 
   Result<std::vector<JobInfo>> ClaimJobs(const ClaimJobsParams& params) override {
     std::optional<std::string> kinds;
-    if (!params.kinds.empty()) {
-      nlohmann::json array = nlohmann::json::array();
-      for (const std::string& kind : params.kinds) array.push_back(kind);
-      kinds = array.dump();
-    }
+    if (!params.kinds.empty()) kinds = TextsJson(params.kinds);
     return ns().Guard([&](Connection& conn) -> Result<std::vector<JobInfo>> {
       ImmediateTransaction tx(conn);
-      const std::string now = ns().Now(conn);
-      std::vector<JobInfo> jobs;
-      {
-        Stmt row(conn, sql::kClaimJobs);
-        row.Bind(":now", now)
-            .Bind(":timeout", OffsetModifier(params.timeout))
-            .Bind(":worker_id", params.worker_id)
-            .Bind(":queue", params.queue)
-            .BindOpt(":kinds", kinds)
-            .Bind(":limit", std::int64_t{params.limit});
-        while (row.Step()) jobs.push_back(ReadJobRow(row));
-      }
-      tx.Commit();
-      std::sort(jobs.begin(), jobs.end(), [](const JobInfo& a, const JobInfo& b) {
-        return std::tie(a.priority, a.scheduled_at, a.id) < std::tie(b.priority, b.scheduled_at, b.id);
-      });
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
+      Stmt row(conn, sql::kClaimJobs);
+      row.Bind(":now", now)
+          .Bind(":timeout", OffsetModifier(params.timeout))
+          .Bind(":worker_id", params.worker_id)
+          .Bind(":queue", params.queue)
+          .BindOpt(":kinds", kinds)
+          .Bind(":limit", std::int64_t{params.limit});
+      OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobRows(row));
+      OCTOP_RETURN_IF_ERROR(tx.Commit());
+      std::sort(jobs.begin(), jobs.end(), ByClaimOrder);
       return jobs;
     });
   }
@@ -280,20 +297,21 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
       std::vector<bool> applied(completions.size(), false);
       if (completions.empty()) return applied;
       ImmediateTransaction tx(conn);
-      const std::string now = ns().Now(conn);
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       for (std::size_t i = 0; i < completions.size(); ++i) {
         const JobCompletion& c = completions[i];
         Stmt update(conn, sql::kCompleteJob);
-        update.Bind(":outcome", OutcomeCode(c.outcome))
-            .Bind(":now", now)
-            .Bind(":delay", OffsetModifier(c.retry_delay))
-            .BindOpt(":error", c.error)
-            .Bind(":id", c.id)
-            .Bind(":token", c.attempt_token)
-            .Run();
+        OCTOP_RETURN_IF_ERROR(update.Bind(":outcome", OutcomeCode(c.outcome))
+                                  .Bind(":now", now)
+                                  .Bind(":delay", OffsetModifier(c.retry_delay))
+                                  .BindOpt(":error", c.error)
+                                  .Bind(":id", c.id)
+                                  .Bind(":token", c.attempt_token)
+                                  .Run());
         applied[i] = update.Changes() == 1;
       }
-      tx.Commit();
+      OCTOP_RETURN_IF_ERROR(tx.Commit());
       return applied;
     });
   }
@@ -303,7 +321,8 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     using std::chrono::milliseconds;
     return ns().Guard([&](Connection& conn) -> Result<std::vector<RescuedJob>> {
       ImmediateTransaction tx(conn);
-      const std::string now = ns().Now(conn);
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       std::vector<RescuedJob> rescued;
       {
         Stmt row(conn, sql::kRescueExpiredJobs);
@@ -317,8 +336,9 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
           const auto status = ParseJobStatus(row.Text(1));
           rescued.push_back({row.Text(0), status.value_or(JobStatus::kFailed), static_cast<int>(row.Int(2))});
         }
+        OCTOP_RETURN_IF_ERROR(row.status());
       }
-      tx.Commit();
+      OCTOP_RETURN_IF_ERROR(tx.Commit());
       std::sort(rescued.begin(), rescued.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
       return rescued;
     });
@@ -326,12 +346,12 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
 
   Result<long> RenewJobLeases(const RenewJobLeasesParams& params) override {
     return ns().Guard([&](Connection& conn) -> Result<long> {
-      const std::string now = ns().Now(conn);
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       Stmt update(conn, sql::kRenewJobLeases);
-      update.Bind(":now", now)
-          .Bind(":lease", OffsetModifier(params.lease))
-          .Bind(":tokens", TextsJson(params.tokens))
-          .Run();
+      OCTOP_RETURN_IF_ERROR(update.Bind(":now", now)
+                                .Bind(":lease", OffsetModifier(params.lease))
+                                .Bind(":tokens", TextsJson(params.tokens))
+                                .Run());
       return static_cast<long>(update.Changes());
     });
   }
@@ -340,13 +360,17 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     std::string queue;
     Status status = ns().Guard([&](Connection& conn) -> Status {
       ImmediateTransaction tx(conn);
-      const std::string now = ns().Now(conn);
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       std::string current;
       std::optional<std::string> unique_key;
       {
         Stmt row(conn, sql::kJobStatusAndKey);
         row.Bind(":id", params.id);
-        if (!row.Step()) return NoSuchJob(params.id);
+        if (!row.Step()) {
+          OCTOP_RETURN_IF_ERROR(row.status());
+          return NoSuchJob(params.id);
+        }
         current = row.Text(0);
         unique_key = row.OptText(1);
         queue = row.Text(2);
@@ -356,16 +380,14 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
                              ", only failed or frozen jobs can be retried");
       }
       if (unique_key && current == "frozen") {
-        Stmt live(conn, sql::kFindLiveJobByKey);
-        live.Bind(":unique_key", *unique_key);
-        if (live.Step()) {
-          return ConflictError("Job " + params.id + " cannot be retried: job " + live.Text(0) +
+        OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> holder, LiveJobWithKey(conn, *unique_key));
+        if (holder) {
+          return ConflictError("Job " + params.id + " cannot be retried: job " + *holder +
                                " holds its unique key " + *unique_key);
         }
       }
-      Stmt(conn, sql::kRetryJob).Bind(":id", params.id).Bind(":now", now).Run();
-      tx.Commit();
-      return Status::Ok();
+      OCTOP_RETURN_IF_ERROR(Stmt(conn, sql::kRetryJob).Bind(":id", params.id).Bind(":now", now).Run());
+      return tx.Commit();
     });
     if (status.ok()) ns().hub().Publish(kJobsChannel, queue);
     return status;
@@ -374,18 +396,23 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
   Status CancelJob(const CancelJobParams& params) override {
     return ns().Guard([&](Connection& conn) -> Status {
       ImmediateTransaction tx(conn);
-      const std::string now = ns().Now(conn);
+      OCTOP_RETURN_IF_ERROR(tx.Begin());
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       Stmt update(conn, sql::kCancelJob);
-      update.Bind(":id", params.id).Bind(":now", now).Bind(":error", kJobCancelledError).Run();
+      OCTOP_RETURN_IF_ERROR(
+          update.Bind(":id", params.id).Bind(":now", now).Bind(":error", kJobCancelledError).Run());
       const bool cancelled = update.Changes() == 1;
       std::string current;
       if (!cancelled) {
         Stmt row(conn, sql::kJobStatusAndKey);
         row.Bind(":id", params.id);
-        if (!row.Step()) return NoSuchJob(params.id);
+        if (!row.Step()) {
+          OCTOP_RETURN_IF_ERROR(row.status());
+          return NoSuchJob(params.id);
+        }
         current = row.Text(0);
       }
-      tx.Commit();
+      OCTOP_RETURN_IF_ERROR(tx.Commit());
       if (cancelled) return Status::Ok();
       if (current == "running") return ConflictError("Job " + params.id + " is currently running");
       return ConflictError("Job " + params.id + " has already finished");
@@ -396,8 +423,9 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     return ns().Guard([&](Connection& conn) -> Result<JobInfo> {
       Stmt row(conn, sql::kGetJob);
       row.Bind(":id", id);
-      if (!row.Step()) return NoSuchJob(id);
-      return ReadJobRow(row);
+      OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobRows(row));
+      if (jobs.empty()) return NoSuchJob(id);
+      return std::move(jobs.front());
     });
   }
 
@@ -423,6 +451,7 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
         jobs.push_back(ReadJobRow(row));
         if (!row.OptText(3)) jobs.back().omitted_payload_bytes = row.Int(17);
       }
+      OCTOP_RETURN_IF_ERROR(row.status());
       return jobs;
     });
   }
@@ -431,15 +460,13 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     return ns().Guard([&](Connection& conn) -> Result<std::vector<JobInfo>> {
       Stmt row(conn, sql::kListFailedJobs);
       row.BindOpt(":queue", params.queue).Bind(":limit", std::int64_t{params.limit});
-      std::vector<JobInfo> jobs;
-      while (row.Step()) jobs.push_back(ReadJobRow(row));
-      return jobs;
+      return ReadJobRows(row);
     });
   }
 
   Result<std::vector<JobStatusCount>> SummarizeJobs() override {
     return ns().Guard([&](Connection& conn) -> Result<std::vector<JobStatusCount>> {
-      const std::string now = ns().Now(conn);
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       std::vector<JobStatusCount> counts;
       Stmt row(conn, sql::kJobSummary);
       row.Bind(":now", now);
@@ -447,13 +474,14 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
         JobStatusCount line;
         line.queue = row.Text(0);
         const auto status = ParseJobStatus(row.Text(1));
-        if (!status) Fail(InternalError("unknown job status '" + row.Text(1) + "'"));
+        if (!status) return InternalError("unknown job status '" + row.Text(1) + "'");
         line.status = *status;
         line.count = row.Int(2);
         line.oldest_scheduled_at = row.Time(3);
         if (!row.IsNull(4)) line.average_delay = std::chrono::milliseconds(row.Int(4));
         counts.push_back(std::move(line));
       }
+      OCTOP_RETURN_IF_ERROR(row.status());
       std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
         return std::tie(a.queue, a.status) < std::tie(b.queue, b.status);
       });
@@ -463,7 +491,9 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
 
   Result<JobStats> ComputeJobStats(const JobStatsFilter& params) override {
     return ns().Guard([&](Connection& conn) -> Result<JobStats> {
-      OCTOP_ASSIGN_OR_RETURN(JobStats stats, JobStatsGrid(params, SqliteNamespace::ParseNow(ns().Now(conn))));
+      OCTOP_ASSIGN_OR_RETURN(std::string now_text, ns().Now(conn));
+      OCTOP_ASSIGN_OR_RETURN(WallTime now, SqliteNamespace::ParseNow(now_text));
+      OCTOP_ASSIGN_OR_RETURN(JobStats stats, JobStatsGrid(params, now));
       const auto bucket_ms = std::chrono::duration_cast<std::chrono::milliseconds>(params.bucket).count();
       Stmt row(conn, sql::kJobStats);
       row.Bind(":from", FormatTime(stats.from))
@@ -485,6 +515,7 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
         b.max_latency = ms(4);
         b.avg_run = ms(5);
       }
+      OCTOP_RETURN_IF_ERROR(row.status());
       return stats;
     });
   }
@@ -493,20 +524,21 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     return ns().Guard([&](Connection& conn) -> Result<std::optional<WallTime>> {
       Stmt row(conn, sql::kNextJobDueAt);
       row.Bind(":queue", queue);
-      if (!row.Step()) return std::optional<WallTime>();
-      return row.Time(0);
+      std::optional<WallTime> due;
+      if (row.Step()) due = row.Time(0);
+      OCTOP_RETURN_IF_ERROR(row.status());
+      return due;
     });
   }
 
   Status SetQueuePaused(std::string_view queue, bool paused) override {
     Status status = ns().Guard([&](Connection& conn) -> Status {
-      const std::string now = ns().Now(conn);
-      Stmt(conn, sql::kSetQueuePaused)
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
+      return Stmt(conn, sql::kSetQueuePaused)
           .Bind(":queue", queue)
           .Bind(":paused", std::int64_t{paused ? 1 : 0})
           .Bind(":now", now)
           .Run();
-      return Status::Ok();
     });
     if (status.ok() && !paused) ns().hub().Publish(kJobsChannel, queue);
     return status;
@@ -517,6 +549,7 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
       Stmt row(conn, sql::kListQueues);
       std::vector<QueueInfo> queues;
       while (row.Step()) queues.push_back({row.Text(0), row.Int(1) != 0});
+      OCTOP_RETURN_IF_ERROR(row.status());
       return queues;
     });
   }
@@ -525,13 +558,13 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     nlohmann::json statuses = nlohmann::json::array();
     for (JobStatus s : params.statuses) statuses.push_back(std::string(JobStatusName(s)));
     return ns().Guard([&](Connection& conn) -> Result<long> {
-      const std::string now = ns().Now(conn);
-      const std::string cutoff = JobTimeAfter(conn, now, -params.older_than);
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
+      OCTOP_ASSIGN_OR_RETURN(std::string cutoff, JobTimeAfter(conn, now, -params.older_than));
       Stmt del(conn, sql::kDeleteFinishedJobs);
-      del.Bind(":statuses", statuses.dump())
-          .Bind(":cutoff", cutoff)
-          .Bind(":limit", std::int64_t{params.limit});
-      del.Run();
+      OCTOP_RETURN_IF_ERROR(del.Bind(":statuses", statuses.dump())
+                                .Bind(":cutoff", cutoff)
+                                .Bind(":limit", std::int64_t{params.limit})
+                                .Run());
       return static_cast<long>(del.Changes());
     });
   }
@@ -540,16 +573,17 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     return ns().Guard([&](Connection& conn) -> Result<std::optional<std::string>> {
       Stmt row(conn, sql::kGetConfig);
       row.Bind(":key", key);
-      if (!row.Step()) return std::optional<std::string>();
-      return std::optional<std::string>(row.Text(0));
+      std::optional<std::string> value;
+      if (row.Step()) value = row.Text(0);
+      OCTOP_RETURN_IF_ERROR(row.status());
+      return value;
     });
   }
 
   Status SetConfig(std::string_view key, std::string_view value_json) override {
     Status status = ns().Guard([&](Connection& conn) -> Status {
-      const std::string now = ns().Now(conn);
-      Stmt(conn, sql::kSetConfig).Bind(":key", key).Bind(":value", value_json).Bind(":now", now).Run();
-      return Status::Ok();
+      OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
+      return Stmt(conn, sql::kSetConfig).Bind(":key", key).Bind(":value", value_json).Bind(":now", now).Run();
     });
     if (status.ok()) ns().hub().Publish(kConfigChannel, key);
     return status;

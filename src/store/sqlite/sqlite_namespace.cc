@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/statvfs.h>
 
+#include "core/js_text.h"
 #include "sqlite_queries.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/sqlite/sqlite_time.h"
@@ -78,10 +79,13 @@ Result<std::unique_ptr<SqliteNamespace>> SqliteNamespace::Open(const std::string
   return ns;
 }
 
-std::string SqliteNamespace::Now(Connection& conn) const {
+Result<std::string> SqliteNamespace::Now(Connection& conn) const {
   if (const auto now = clock_->DatabaseNowOverride()) return FormatTime(*now);
   Stmt row(conn, sql::kDatabaseNow);
-  if (!row.Step()) Fail(InternalError("DatabaseNow returned no row"));
+  if (!row.Step()) {
+    OCTOP_RETURN_IF_ERROR(row.status());
+    return InternalError("DatabaseNow returned no row");
+  }
   return row.Text(0);
 }
 
@@ -89,14 +93,17 @@ std::string SqliteNamespace::Earlier(const std::string& now, const std::optional
   return bound ? std::min(now, FormatTime(*bound)) : now;
 }
 
-WallTime SqliteNamespace::ParseNow(const std::string& now) {
+Result<WallTime> SqliteNamespace::ParseNow(const std::string& now) {
   const auto t = ParseTime(now);
-  if (!t) Fail(InternalError("unreadable database time '" + now + "'"));
+  if (!t) return InternalError("unreadable database time '" + now + "'");
   return *t;
 }
 
 Result<WallTime> SqliteNamespace::DatabaseNow() {
-  return Guard([&](Connection& conn) -> Result<WallTime> { return ParseNow(Now(conn)); });
+  return Guard([&](Connection& conn) -> Result<WallTime> {
+    OCTOP_ASSIGN_OR_RETURN(std::string now, Now(conn));
+    return ParseNow(now);
+  });
 }
 
 Status SqliteNamespace::CheckWritable() {
@@ -110,10 +117,7 @@ Status SqliteNamespace::CheckWritable() {
       return UnavailableError("SQLite database " + file + ": less than 1 MiB free on its file system");
     }
   }
-  return Guard([&](Connection& conn) -> Status {
-    conn.Exec(sql::kWriteProbe);
-    return Status::Ok();
-  });
+  return Guard([&](Connection& conn) -> Status { return conn.Exec(sql::kWriteProbe); });
 }
 
 Result<std::unique_ptr<Listener>> SqliteNamespace::Listen(std::vector<std::string> channels) {
@@ -125,9 +129,9 @@ Status SqliteNamespace::MigrateTo(MigrationLine line, int version) {
     return InvalidArgumentError("schema version " + std::to_string(version) + " is not between 1 and " +
                                 std::to_string(LatestVersion(line)));
   }
-  return Guard([&](Connection& conn) {
-    ApplyMigrations(conn, line, version, Now(conn));
-    return Status::Ok();
+  return Guard([&](Connection& conn) -> Status {
+    OCTOP_ASSIGN_OR_RETURN(std::string now, Now(conn));
+    return ApplyMigrations(conn, line, version, now);
   });
 }
 
@@ -140,11 +144,7 @@ Result<std::vector<std::string>> SqliteNamespace::AppliedMigrations(MigrationLin
 std::string TextsJson(const std::vector<std::string>& texts) {
   nlohmann::json array = nlohmann::json::array();
   for (const std::string& text : texts) {
-    try {
-      (void)nlohmann::json(text).dump();
-      array.push_back(text);
-    } catch (const nlohmann::json::exception&) {
-    }
+    if (text::IsValidUtf8(text)) array.push_back(text);
   }
   return array.dump();
 }

@@ -2,14 +2,10 @@
 // in-memory database) with its connection pool, its notification hub, and the database's now -- and
 // SqliteStoreBase, the part of the Store interface both implement the same way on it.
 //
-// Errors: Guard runs an operation on a leased connection and turns a SqliteFailure into the Status it
-// carries, so no exception leaves the backend.
-//
 // Thread-safety: safe to use from many threads at once (every operation leases its own connection).
 #ifndef OCTOP_STORE_SQLITE_SQLITE_NAMESPACE_H_
 #define OCTOP_STORE_SQLITE_SQLITE_NAMESPACE_H_
 
-#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,24 +32,20 @@ class SqliteNamespace {
 
   SqliteNamespace(std::string path, bool in_memory, const std::string& hub_key, const StoreOptions& options);
 
-  // Runs `fn` on a leased connection, turning failures into a Status.
+  // Runs `fn` (returning a Status or a Result) on a leased connection; the pool's Status when no connection
+  // can be had.
   template <typename Fn>
   auto Guard(Fn&& fn) -> decltype(fn(std::declval<Connection&>())) {
-    try {
-      auto lease = pool_.Acquire();
-      return fn(*lease);
-    } catch (const SqliteFailure& e) {
-      return e.status();
-    } catch (const std::exception& e) {
-      return InternalError(std::string("SQLite backend: ") + e.what());
-    }
+    Result<ConnectionPool::Lease> lease = pool_.Acquire();
+    if (!lease.ok()) return lease.status();
+    return fn(**lease);
   }
 
   // The database's now as text: the test clock's override, or SQLite's own clock.
-  std::string Now(Connection& conn) const;
+  Result<std::string> Now(Connection& conn) const;
   // The earlier of the database's now (as written) and `bound`, as text that compares with stored times.
   static std::string Earlier(const std::string& now, const std::optional<WallTime>& bound);
-  static WallTime ParseNow(const std::string& now);
+  static Result<WallTime> ParseNow(const std::string& now);
 
   Hub& hub() const { return *hub_; }
   const std::string& path() const { return pool_.path(); }
