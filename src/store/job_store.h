@@ -183,69 +183,57 @@ class JobStore : public Store {
 };
 
 // Forwards every call to `target` (owned); a decorator overrides what it changes.
-class JobStoreWrapper : public JobStore {
+class JobStoreWrapper : public ForwardingStore<JobStore> {
  public:
-  explicit JobStoreWrapper(std::unique_ptr<JobStore> target) : target_(std::move(target)) {}
-  JobStore& target() const { return *target_; }
+  using ForwardingStore::ForwardingStore;
 
-  std::string_view backend() const override { return target_->backend(); }
-  Status Migrate() override { return target_->Migrate(); }
-  Result<int> SchemaVersion() override { return target_->SchemaVersion(); }
-  Result<WallTime> DatabaseNow() override { return target_->DatabaseNow(); }
-  Status CheckWritable() override { return target_->CheckWritable(); }
-  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
-    return target_->Listen(std::move(channels));
-  }
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
-    return target_->EnqueueJobs(jobs);
+    return target().EnqueueJobs(jobs);
   }
   Status WithTransaction(const std::function<Status(Transaction&)>& fn) override {
-    return target_->WithTransaction(fn);
+    return target().WithTransaction(fn);
   }
   Result<std::vector<JobInfo>> ClaimJobs(const ClaimJobsParams& params) override {
-    return target_->ClaimJobs(params);
+    return target().ClaimJobs(params);
   }
   Result<std::vector<bool>> CompleteJobs(const std::vector<JobCompletion>& completions) override {
-    return target_->CompleteJobs(completions);
+    return target().CompleteJobs(completions);
   }
   Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) override {
-    return target_->RescueExpiredJobs(params);
+    return target().RescueExpiredJobs(params);
   }
   Result<long> RenewJobLeases(const RenewJobLeasesParams& params) override {
-    return target_->RenewJobLeases(params);
+    return target().RenewJobLeases(params);
   }
-  Status RetryJob(const RetryJobParams& params) override { return target_->RetryJob(params); }
-  Status CancelJob(const CancelJobParams& params) override { return target_->CancelJob(params); }
-  Result<JobInfo> GetJob(std::string_view id) override { return target_->GetJob(id); }
+  Status RetryJob(const RetryJobParams& params) override { return target().RetryJob(params); }
+  Status CancelJob(const CancelJobParams& params) override { return target().CancelJob(params); }
+  Result<JobInfo> GetJob(std::string_view id) override { return target().GetJob(id); }
   Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override {
-    return target_->ListJobs(params);
+    return target().ListJobs(params);
   }
   Result<std::vector<JobInfo>> ListFailedJobs(const ListFailedJobsParams& params) override {
-    return target_->ListFailedJobs(params);
+    return target().ListFailedJobs(params);
   }
-  Result<std::vector<JobStatusCount>> SummarizeJobs() override { return target_->SummarizeJobs(); }
+  Result<std::vector<JobStatusCount>> SummarizeJobs() override { return target().SummarizeJobs(); }
   Result<JobStats> ComputeJobStats(const JobStatsFilter& params) override {
-    return target_->ComputeJobStats(params);
+    return target().ComputeJobStats(params);
   }
   Result<std::optional<WallTime>> NextJobDueAt(std::string_view queue) override {
-    return target_->NextJobDueAt(queue);
+    return target().NextJobDueAt(queue);
   }
   Status SetQueuePaused(std::string_view queue, bool paused) override {
-    return target_->SetQueuePaused(queue, paused);
+    return target().SetQueuePaused(queue, paused);
   }
-  Result<std::vector<QueueInfo>> ListQueues() override { return target_->ListQueues(); }
+  Result<std::vector<QueueInfo>> ListQueues() override { return target().ListQueues(); }
   Result<long> DeleteFinishedJobs(const DeleteFinishedJobsParams& params) override {
-    return target_->DeleteFinishedJobs(params);
+    return target().DeleteFinishedJobs(params);
   }
   Result<std::optional<std::string>> GetConfig(std::string_view key) override {
-    return target_->GetConfig(key);
+    return target().GetConfig(key);
   }
   Status SetConfig(std::string_view key, std::string_view value_json) override {
-    return target_->SetConfig(key, value_json);
+    return target().SetConfig(key, value_json);
   }
-
- private:
-  std::unique_ptr<JobStore> target_;
 };
 
 // Opens the job queue's store from a URL (store/store.h lists the forms; options.plugin_division must be

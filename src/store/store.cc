@@ -1,7 +1,9 @@
-// What every task store shares: task id validation (done before any write, identically on every backend).
+// What every store shares: the migration lines' names, and task id validation (done before any write,
+// identically on every backend).
 #include <string>
 
 #include "core/js_text.h"
+#include "store/job_store.h"
 #include "store/task_store.h"
 
 namespace octop::store {
@@ -11,6 +13,11 @@ namespace {
 constexpr std::size_t kMaxTaskIdBytes = 255;  // the column is varchar(255)
 
 }  // namespace
+
+std::span<const std::string_view> MigrationNames(MigrationLine line) {
+  if (line == MigrationLine::kTasks) return kTaskMigrationNames;
+  return kJobMigrationNames;
+}
 
 Status ValidateTaskId(std::string_view id) {
   if (id.size() > kMaxTaskIdBytes) {

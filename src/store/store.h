@@ -33,9 +33,11 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <octop/clock.h>
@@ -87,6 +89,11 @@ struct StoreOptions {
 // namespace's (octop's).
 enum class MigrationLine { kTasks, kJobs };
 
+// The names of `line`'s migrations, in order (kTaskMigrationNames or kJobMigrationNames); a store's
+// SchemaVersion() counts how many of them its namespace has applied.
+std::span<const std::string_view> MigrationNames(MigrationLine line);
+inline int LatestSchemaVersion(MigrationLine line) { return static_cast<int>(MigrationNames(line).size()); }
+
 // ---- What both stores share -------------------------------------------------------------------------------
 
 class Store {
@@ -108,6 +115,55 @@ class Store {
   virtual Status CheckWritable() = 0;
   // A subscription to `channels` (at least one).
   virtual Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) = 0;
+};
+
+// Store's part of a decorator of `Interface` (TaskStore or JobStore): forwards every call to `target`, which
+// it owns. TaskStoreWrapper and JobStoreWrapper forward the rest.
+template <typename Interface>
+class ForwardingStore : public Interface {
+ public:
+  explicit ForwardingStore(std::unique_ptr<Interface> target) : target_(std::move(target)) {}
+  Interface& target() const { return *target_; }
+
+  std::string_view backend() const override { return target_->backend(); }
+  Status Migrate() override { return target_->Migrate(); }
+  Result<int> SchemaVersion() override { return target_->SchemaVersion(); }
+  Result<WallTime> DatabaseNow() override { return target_->DatabaseNow(); }
+  Status CheckWritable() override { return target_->CheckWritable(); }
+  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
+    return target_->Listen(std::move(channels));
+  }
+
+ private:
+  std::unique_ptr<Interface> target_;
+};
+
+// Store's part of a backend's `Interface` (TaskStore or JobStore) on its `Namespace` (SqliteNamespace,
+// PgNamespace), which provides the migrations of each line, the database's now, the writability probe and
+// notifications, and names its backend in Namespace::kBackend.
+template <typename Interface, typename Namespace>
+class NamespaceStore : public Interface {
+ public:
+  NamespaceStore(std::unique_ptr<Namespace> ns, MigrationLine line) : ns_(std::move(ns)), line_(line) {}
+
+  std::string_view backend() const override { return Namespace::kBackend; }
+  Status Migrate() override { return ns_->MigrateTo(line_, LatestSchemaVersion(line_)); }
+  Result<int> SchemaVersion() override {
+    OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ns_->AppliedMigrations(line_));
+    return static_cast<int>(applied.size());
+  }
+  Result<WallTime> DatabaseNow() override { return ns_->DatabaseNow(); }
+  Status CheckWritable() override { return ns_->CheckWritable(); }
+  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
+    return ns_->Listen(std::move(channels));
+  }
+
+ protected:
+  Namespace& ns() const { return *ns_; }
+
+ private:
+  std::unique_ptr<Namespace> ns_;
+  const MigrationLine line_;
 };
 
 // `url` with any password in it replaced by "***" (the user:password@ of a URI, a password= parameter), for

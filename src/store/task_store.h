@@ -206,47 +206,35 @@ class TaskStore : public Store {
 };
 
 // Forwards every call to `target` (owned); a decorator overrides what it changes.
-class TaskStoreWrapper : public TaskStore {
+class TaskStoreWrapper : public ForwardingStore<TaskStore> {
  public:
-  explicit TaskStoreWrapper(std::unique_ptr<TaskStore> target) : target_(std::move(target)) {}
-  TaskStore& target() const { return *target_; }
+  using ForwardingStore::ForwardingStore;
 
-  std::string_view backend() const override { return target_->backend(); }
-  Status Migrate() override { return target_->Migrate(); }
-  Result<int> SchemaVersion() override { return target_->SchemaVersion(); }
-  Result<WallTime> DatabaseNow() override { return target_->DatabaseNow(); }
-  Status CheckWritable() override { return target_->CheckWritable(); }
-  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
-    return target_->Listen(std::move(channels));
-  }
-  Result<int> CountBackstageSessions() override { return target_->CountBackstageSessions(); }
-  Status UpsertTask(const UpsertTaskParams& params) override { return target_->UpsertTask(params); }
+  Result<int> CountBackstageSessions() override { return target().CountBackstageSessions(); }
+  Status UpsertTask(const UpsertTaskParams& params) override { return target().UpsertTask(params); }
   Result<PollTasksResult> PollTasks(const PollTasksParams& params) override {
-    return target_->PollTasks(params);
+    return target().PollTasks(params);
   }
   Result<std::optional<ClaimedRun>> TryClaimTask(const ClaimTaskParams& params) override {
-    return target_->TryClaimTask(params);
+    return target().TryClaimTask(params);
   }
   Result<bool> CheckTaskTicket(const CheckTaskTicketParams& params) override {
-    return target_->CheckTaskTicket(params);
+    return target().CheckTaskTicket(params);
   }
   Result<bool> TryReleaseTask(const ReleaseTaskParams& params) override {
-    return target_->TryReleaseTask(params);
+    return target().TryReleaseTask(params);
   }
-  Status TriggerTask(const TriggerTaskParams& params) override { return target_->TriggerTask(params); }
-  Status CancelTask(const CancelTaskParams& params) override { return target_->CancelTask(params); }
+  Status TriggerTask(const TriggerTaskParams& params) override { return target().TriggerTask(params); }
+  Status CancelTask(const CancelTaskParams& params) override { return target().CancelTask(params); }
   Result<bool> CapTaskNextRun(const CapTaskNextRunParams& params) override {
-    return target_->CapTaskNextRun(params);
+    return target().CapTaskNextRun(params);
   }
   Result<std::vector<std::string>> SweepExpiredTaskRuns(const SweepExpiredTaskRunsParams& params) override {
-    return target_->SweepExpiredTaskRuns(params);
+    return target().SweepExpiredTaskRuns(params);
   }
   Result<std::vector<TaskRow>> ListTasks(const ListTasksParams& params) override {
-    return target_->ListTasks(params);
+    return target().ListTasks(params);
   }
-
- private:
-  std::unique_ptr<TaskStore> target_;
 };
 
 // Opens a plugin's (or a test's) task store from a URL (store/store.h lists the forms), its preconditions

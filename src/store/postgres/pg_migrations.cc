@@ -26,11 +26,6 @@ constexpr std::array kJobScripts = {sql::kMigration4Jobs, sql::kMigration5Config
 static_assert(kTaskScripts.size() == std::size(kTaskMigrationNames));
 static_assert(kJobScripts.size() == std::size(kJobMigrationNames));
 
-std::span<const std::string_view> Names(MigrationLine line) {
-  if (line == MigrationLine::kTasks) return kTaskMigrationNames;
-  return kJobMigrationNames;
-}
-
 std::span<const std::string_view> Scripts(MigrationLine line) {
   if (line == MigrationLine::kTasks) return kTaskScripts;
   return kJobScripts;
@@ -49,12 +44,10 @@ void Pause(std::chrono::milliseconds how_long) {
 
 }  // namespace
 
-int LatestVersion(MigrationLine line) { return static_cast<int>(Names(line).size()); }
-
 Status PgNamespace::MigrateTo(MigrationLine line, int version) {
-  if (version < 1 || version > LatestVersion(line)) {
+  if (version < 1 || version > LatestSchemaVersion(line)) {
     return InvalidArgumentError("schema version " + std::to_string(version) + " is not between 1 and " +
-                                std::to_string(LatestVersion(line)));
+                                std::to_string(LatestSchemaVersion(line)));
   }
   // Already there: no DDL, no lock. So a least-privilege runtime role (DML only; docs/reliability.md) can
   // start on a schema that the owner role migrated.
@@ -189,7 +182,7 @@ Result<bool> PgNamespace::ApplyStepsLocked(PgConnection& conn, MigrationLine lin
   }
   OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ReadApplied(conn, line));
   for (int i = 0; i < version; ++i) {
-    const std::string name(Names(line)[static_cast<std::size_t>(i)]);
+    const std::string name(MigrationNames(line)[static_cast<std::size_t>(i)]);
     if (std::find(applied.begin(), applied.end(), name) != applied.end()) continue;
     OCTOP_RETURN_IF_ERROR(conn.Exec(Substitute(Scripts(line)[static_cast<std::size_t>(i)], quoted_schema_)));
     // octop_migrations.version keeps the numbers of the single line the two grew out of (Backstage's three
@@ -230,7 +223,7 @@ Result<std::vector<std::string>> PgNamespace::ReadApplied(PgConnection& conn, Mi
     for (int i = 0; i < r.rows(); ++i) recorded.push_back(r.Text(i, 0));
   }
   std::vector<std::string> applied;
-  for (std::string_view name : Names(line)) {
+  for (std::string_view name : MigrationNames(line)) {
     if (std::find(recorded.begin(), recorded.end(), name) != recorded.end()) applied.emplace_back(name);
   }
   return applied;

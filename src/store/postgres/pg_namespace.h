@@ -46,6 +46,8 @@ bool IsUniqueViolation(const Status& status);
 
 class PgNamespace {
  public:
+  static constexpr std::string_view kBackend = "postgres";
+
   // Places the namespace (a schema of the URL's database, or a plugin's database or prefixed schema) and
   // opens the first connection, so that an unreachable server is reported here. kFailedPrecondition when a
   // plugin's database would split its tasks from where they are kept today (docs/store.md).
@@ -100,38 +102,19 @@ class PgNamespace {
   const Statement db_now_, writable_;
 };
 
-// The number of migrations in `line`.
-int LatestVersion(MigrationLine line);
-
-// Store's part of a task or job store (`Interface`) on a PgNamespace following `line`.
+// Store's part of a task or job store (`Interface`) on a PgNamespace, and the statement helpers both use.
 template <typename Interface>
-class PgStoreBase : public Interface {
+class PgStoreBase : public NamespaceStore<Interface, PgNamespace> {
  public:
-  PgStoreBase(std::unique_ptr<PgNamespace> ns, MigrationLine line) : ns_(std::move(ns)), line_(line) {}
-
-  std::string_view backend() const override { return "postgres"; }
-  Status Migrate() override { return ns_->MigrateTo(line_, LatestVersion(line_)); }
-  Result<int> SchemaVersion() override {
-    OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ns_->AppliedMigrations(line_));
-    return static_cast<int>(applied.size());
-  }
-  Result<WallTime> DatabaseNow() override { return ns_->DatabaseNow(); }
-  Status CheckWritable() override { return ns_->CheckWritable(); }
-  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
-    return ns_->Listen(std::move(channels));
-  }
+  using NamespaceStore<Interface, PgNamespace>::NamespaceStore;
 
  protected:
-  PgNamespace& ns() const { return *ns_; }
-  Statement Make(std::string_view name, std::string_view text) const { return ns_->Make(name, text); }
+  using NamespaceStore<Interface, PgNamespace>::ns;
+  Statement Make(std::string_view name, std::string_view text) const { return ns().Make(name, text); }
   Result<PgResult> Run(const Statement& statement, const PgParams& params) {
-    return ns_->Run(statement, params);
+    return ns().Run(statement, params);
   }
-  std::optional<std::string> NowParam() const { return ns_->NowParam(); }
-
- private:
-  std::unique_ptr<PgNamespace> ns_;
-  const MigrationLine line_;
+  std::optional<std::string> NowParam() const { return ns().NowParam(); }
 };
 
 }  // namespace octop::store::postgres

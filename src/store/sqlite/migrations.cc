@@ -22,11 +22,6 @@ constexpr std::array kJobScripts = {sql::kMigration4Jobs, sql::kMigration5Config
 static_assert(kTaskScripts.size() == std::size(kTaskMigrationNames));
 static_assert(kJobScripts.size() == std::size(kJobMigrationNames));
 
-std::span<const std::string_view> Names(MigrationLine line) {
-  if (line == MigrationLine::kTasks) return kTaskMigrationNames;
-  return kJobMigrationNames;
-}
-
 std::span<const std::string_view> Scripts(MigrationLine line) {
   if (line == MigrationLine::kTasks) return kTaskScripts;
   return kJobScripts;
@@ -43,8 +38,6 @@ Result<bool> HasTable(Connection& conn, std::string_view table) {
 
 }  // namespace
 
-int LatestVersion(MigrationLine line) { return static_cast<int>(Names(line).size()); }
-
 Result<std::vector<std::string>> AppliedMigrations(Connection& conn, MigrationLine line) {
   const bool tasks = line == MigrationLine::kTasks;
   std::vector<std::string> recorded;
@@ -56,7 +49,7 @@ Result<std::vector<std::string>> AppliedMigrations(Connection& conn, MigrationLi
     OCTOP_RETURN_IF_ERROR(row.status());
   }
   std::vector<std::string> applied;
-  for (std::string_view name : Names(line)) {
+  for (std::string_view name : MigrationNames(line)) {
     if (std::find(recorded.begin(), recorded.end(), name) != recorded.end()) applied.emplace_back(name);
   }
   return applied;
@@ -72,7 +65,7 @@ Status ApplyMigrations(Connection& conn, MigrationLine line, int version, const 
   OCTOP_ASSIGN_OR_RETURN(const std::vector<std::string> applied, AppliedMigrations(conn, line));
   std::optional<std::int64_t> batch;
   for (std::size_t i = 0; i < static_cast<std::size_t>(version); ++i) {
-    const std::string_view name = Names(line)[i];
+    const std::string_view name = MigrationNames(line)[i];
     if (std::find(applied.begin(), applied.end(), name) != applied.end()) continue;
     OCTOP_RETURN_IF_ERROR(conn.Exec(Scripts(line)[i]));
     if (tasks) {

@@ -15,10 +15,8 @@
 
 namespace octop::store::sqlite {
 
-// The number of migrations in `line`.
-int LatestVersion(MigrationLine line);
-
-// Applies the line's missing migrations up to `version` (1..LatestVersion), `now` the time to record.
+// Applies the line's missing migrations up to `version` (1..LatestSchemaVersion(line)), `now` the time to
+// record.
 Status ApplyMigrations(Connection& conn, MigrationLine line, int version, const std::string& now);
 
 // The names of the line's applied migrations, in the line's order.

@@ -81,6 +81,21 @@ Result<std::optional<std::string>> LiveJobWithKey(Connection& conn, const std::s
   return id;
 }
 
+// A job's status, unique key and queue; nullopt when there is no such job.
+struct JobState {
+  std::string status;
+  std::optional<std::string> unique_key;
+  std::string queue;
+};
+Result<std::optional<JobState>> ReadJobState(Connection& conn, const std::string& id) {
+  Stmt row(conn, sql::kJobStatusAndKey);
+  row.Bind(":id", id);
+  std::optional<JobState> state;
+  if (row.Step()) state = JobState{row.Text(0), row.OptText(1), row.Text(2)};
+  OCTOP_RETURN_IF_ERROR(row.status());
+  return state;
+}
+
 // Inserts a validated batch on `conn`, which must hold the write lock (BEGIN IMMEDIATE): the unique-key
 // lookup and the insert cannot be separated by another writer. Appends the queues that received a job to
 // `queues`.
@@ -234,7 +249,7 @@ bool ByClaimOrder(const JobInfo& a, const JobInfo& b) {
 
 class SqliteJobStore final : public SqliteStoreBase<JobStore> {
  public:
-  using SqliteStoreBase::SqliteStoreBase;
+  using NamespaceStore::NamespaceStore;
 
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
     std::vector<std::string> queues;
@@ -362,19 +377,11 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
       ImmediateTransaction tx(conn);
       OCTOP_RETURN_IF_ERROR(tx.Begin());
       OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
-      std::string current;
-      std::optional<std::string> unique_key;
-      {
-        Stmt row(conn, sql::kJobStatusAndKey);
-        row.Bind(":id", params.id);
-        if (!row.Step()) {
-          OCTOP_RETURN_IF_ERROR(row.status());
-          return NoSuchJob(params.id);
-        }
-        current = row.Text(0);
-        unique_key = row.OptText(1);
-        queue = row.Text(2);
-      }
+      OCTOP_ASSIGN_OR_RETURN(std::optional<JobState> state, ReadJobState(conn, params.id));
+      if (!state) return NoSuchJob(params.id);
+      const std::string& current = state->status;
+      const std::optional<std::string>& unique_key = state->unique_key;
+      queue = state->queue;
       if (current != "failed" && current != "frozen") {
         return ConflictError("Job " + params.id + " is " + current +
                              ", only failed or frozen jobs can be retried");
@@ -404,13 +411,9 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
       const bool cancelled = update.Changes() == 1;
       std::string current;
       if (!cancelled) {
-        Stmt row(conn, sql::kJobStatusAndKey);
-        row.Bind(":id", params.id);
-        if (!row.Step()) {
-          OCTOP_RETURN_IF_ERROR(row.status());
-          return NoSuchJob(params.id);
-        }
-        current = row.Text(0);
+        OCTOP_ASSIGN_OR_RETURN(std::optional<JobState> state, ReadJobState(conn, params.id));
+        if (!state) return NoSuchJob(params.id);
+        current = state->status;
       }
       OCTOP_RETURN_IF_ERROR(tx.Commit());
       if (cancelled) return Status::Ok();

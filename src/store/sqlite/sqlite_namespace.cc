@@ -125,9 +125,9 @@ Result<std::unique_ptr<Listener>> SqliteNamespace::Listen(std::vector<std::strin
 }
 
 Status SqliteNamespace::MigrateTo(MigrationLine line, int version) {
-  if (version < 1 || version > LatestVersion(line)) {
+  if (version < 1 || version > LatestSchemaVersion(line)) {
     return InvalidArgumentError("schema version " + std::to_string(version) + " is not between 1 and " +
-                                std::to_string(LatestVersion(line)));
+                                std::to_string(LatestSchemaVersion(line)));
   }
   return Guard([&](Connection& conn) -> Status {
     OCTOP_ASSIGN_OR_RETURN(std::string now, Now(conn));

@@ -1,6 +1,6 @@
 // SqliteNamespace: what an SQLite task store and job store share -- one database file (or a private
-// in-memory database) with its connection pool, its notification hub, and the database's now -- and
-// SqliteStoreBase, the part of the Store interface both implement the same way on it.
+// in-memory database) with its connection pool, its notification hub, the database's now and the migration
+// lines -- and SqliteStoreBase, the part of the Store interface both implement the same way on it.
 //
 // Thread-safety: safe to use from many threads at once (every operation leases its own connection).
 #ifndef OCTOP_STORE_SQLITE_SQLITE_NAMESPACE_H_
@@ -25,6 +25,8 @@ namespace octop::store::sqlite {
 
 class SqliteNamespace {
  public:
+  static constexpr std::string_view kBackend = "sqlite";
+
   // `location` is a directory (the namespace's file is <location>/<ns>.sqlite, created if missing) or
   // ":memory:". Opens the first connection, so that an unusable file is reported here.
   static Result<std::unique_ptr<SqliteNamespace>> Open(const std::string& location,
@@ -67,32 +69,9 @@ class SqliteNamespace {
 // be stored, so they are left out rather than mangled into something that might match another.
 std::string TextsJson(const std::vector<std::string>& texts);
 
-// Store's part of a task or job store (`Interface`) on a SqliteNamespace following `line`.
+// Store's part of a task or job store (`Interface`) on a SqliteNamespace.
 template <typename Interface>
-class SqliteStoreBase : public Interface {
- public:
-  SqliteStoreBase(std::unique_ptr<SqliteNamespace> ns, MigrationLine line)
-      : ns_(std::move(ns)), line_(line) {}
-
-  std::string_view backend() const override { return "sqlite"; }
-  Status Migrate() override { return ns_->MigrateTo(line_, LatestVersion(line_)); }
-  Result<int> SchemaVersion() override {
-    OCTOP_ASSIGN_OR_RETURN(std::vector<std::string> applied, ns_->AppliedMigrations(line_));
-    return static_cast<int>(applied.size());
-  }
-  Result<WallTime> DatabaseNow() override { return ns_->DatabaseNow(); }
-  Status CheckWritable() override { return ns_->CheckWritable(); }
-  Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
-    return ns_->Listen(std::move(channels));
-  }
-
- protected:
-  SqliteNamespace& ns() const { return *ns_; }
-
- private:
-  std::unique_ptr<SqliteNamespace> ns_;
-  const MigrationLine line_;
-};
+using SqliteStoreBase = NamespaceStore<Interface, SqliteNamespace>;
 
 }  // namespace octop::store::sqlite
 

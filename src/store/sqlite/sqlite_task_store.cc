@@ -83,7 +83,7 @@ Result<std::vector<TaskRow>> ReadTaskRows(Stmt& row) {
 
 class SqliteTaskStore final : public SqliteStoreBase<TaskStore> {
  public:
-  using SqliteStoreBase::SqliteStoreBase;
+  using NamespaceStore::NamespaceStore;
 
   // SQLite keeps no session list: a Backstage backend on the same file cannot be seen.
   Result<int> CountBackstageSessions() override { return 0; }
