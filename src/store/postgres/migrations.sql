@@ -141,7 +141,7 @@ COMMENT ON COLUMN {ns}.backstage_backend_tasks__tasks.last_run_ended_at
   IS 'The time that the last task run ended';
 
 -- name: Migration4Jobs
--- octop_0001_jobs: the job queue (seed 003). Same columns, order and indexes as the SQLite backend.
+-- octop_0001_jobs: the job queue (docs/jobs.md). Same columns, order and indexes as the SQLite backend.
 CREATE TABLE {ns}.octop_jobs (
   id uuid NOT NULL PRIMARY KEY DEFAULT gen_random_uuid(),
   queue text NOT NULL DEFAULT 'default',
@@ -173,11 +173,11 @@ CREATE TABLE {ns}.octop_config (
 );
 
 -- name: Migration6JobQueue
--- octop_0003_job_queue: what the job queue's operations need (issue 6); same objects as on SQLite.
+-- octop_0003_job_queue: what the job queue's operations need (docs/store.md, "Jobs"); same objects as on SQLite.
 -- * worker_id: who claimed a job last. * A 'failed' job waits for its retry, so it is live: the unique key stays
 -- taken and claims consider it; both partial indexes are rebuilt over the statuses they must cover (the claim index
 -- in ORDER BY order, so a claim reads the first rows of one index range). * octop_queues for pause/resume.
--- * The views of seed 003 for DBAs and the summary API.
+-- * The monitoring views for DBAs and the summary API (docs/store.md, "Schema").
 ALTER TABLE {ns}.octop_jobs ADD COLUMN worker_id text NULL;
 DROP INDEX {ns}.octop_jobs_unique_key;
 CREATE UNIQUE INDEX octop_jobs_unique_key ON {ns}.octop_jobs (unique_key)

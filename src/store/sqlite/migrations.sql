@@ -85,7 +85,7 @@ ALTER TABLE backstage_backend_tasks__tasks ADD COLUMN last_run_error_json text;
 ALTER TABLE backstage_backend_tasks__tasks ADD COLUMN last_run_ended_at datetime;
 
 -- name: Migration4Jobs
--- octop_0001_jobs: the job queue (seed 003). Times are text like the tasks table ('YYYY-MM-DD HH:MM:SS.SSS', UTC).
+-- octop_0001_jobs: the job queue (docs/jobs.md). Times are text like the tasks table ('YYYY-MM-DD HH:MM:SS.SSS', UTC).
 CREATE TABLE octop_jobs (
   id text NOT NULL PRIMARY KEY,
   queue text NOT NULL DEFAULT 'default',
@@ -119,11 +119,11 @@ CREATE TABLE octop_config (
 );
 
 -- name: Migration6JobQueue
--- octop_0003_job_queue: what the job queue's operations need (issue 6).
+-- octop_0003_job_queue: what the job queue's operations need (docs/store.md, "Jobs").
 -- * worker_id: who claimed a job last (diagnostics, dashboard).
 -- * A 'failed' job is waiting for its retry, so it is live: the unique key stays taken, and claims consider it.
 --   Both partial indexes are rebuilt over the statuses they must cover.
--- * octop_queues: pause/resume. Views for DBAs and the summary API (seed 003): octop_job_summary, octop_failed_jobs.
+-- * octop_queues: pause/resume. Views for DBAs and the summary API: octop_job_summary, octop_failed_jobs.
 ALTER TABLE octop_jobs ADD COLUMN worker_id text;
 DROP INDEX octop_jobs_unique_key;
 CREATE UNIQUE INDEX octop_jobs_unique_key ON octop_jobs (unique_key)
