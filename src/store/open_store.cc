@@ -71,6 +71,9 @@ Result<std::unique_ptr<TaskStore>> OpenTaskStore(const std::string& url, const S
 
 Result<std::unique_ptr<JobStore>> OpenJobStore(const std::string& url, const StoreOptions& options) {
   OCTOP_ASSIGN_OR_RETURN(DatabaseLocation at, ParseDatabaseUrl(url));
+  if (options.plugin_division) {
+    return InvalidArgumentError("the job queue's store is no plugin's: it takes no plugin division");
+  }
   Result<std::unique_ptr<JobStore>> backend = at.backend == "postgres"
                                                   ? OpenPostgresJobStore(at.location, options)
                                                   : OpenSqliteJobStore(at.location, options);

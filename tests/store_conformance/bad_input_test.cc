@@ -132,6 +132,16 @@ TEST_P(StoreConformance, FixedRateIsRejectedOutsideRelease) {
   EXPECT_TRUE(rows->empty());
 }
 
+// The job queue's store is no plugin's, on every backend: a plugin division is refused before anything opens.
+TEST_P(StoreConformance, AJobStoreRefusesAPluginDivision) {
+  StoreOptions options;
+  options.clock = &clock_;
+  options.plugin_division = PluginDivision{};
+  auto opened = GetParam().open_jobs(ns_ + "_jobs", options);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), StatusCode::kInvalidArgument) << opened.status().ToString();
+}
+
 TEST_P(StoreConformance, EmptyTicketIsRejected) {
   AddTask("a", DbNowPlus{});
   auto claimed = store_->TryClaimTask({.id = "a", .ticket = "", .timeout = minutes(1)});

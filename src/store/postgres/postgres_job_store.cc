@@ -489,8 +489,6 @@ namespace octop::store {
 
 Result<std::unique_ptr<JobStore>> OpenPostgresJobStore(const std::string& conninfo,
                                                        const StoreOptions& options) {
-  if (options.plugin_division)
-    return InvalidArgumentError("a job store is not a plugin's: it takes no plugin division");
   OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<postgres::PgNamespace> ns,
                          postgres::PgNamespace::Open(conninfo, options));
   return std::unique_ptr<JobStore>(
