@@ -10,10 +10,6 @@ namespace octop::store {
 
 namespace {
 
-Status NoSuchTask(std::string_view id) {
-  return NotFoundError("Task " + std::string(id) + " does not exist");
-}
-
 Status RequireStorable(std::string_view what, std::string_view text) {
   if (IsStorableText(text)) return Status::Ok();
   return InvalidArgumentError(std::string(what) + " is not valid UTF-8");

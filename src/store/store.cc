@@ -19,6 +19,10 @@ std::span<const std::string_view> MigrationNames(MigrationLine line) {
   return kJobMigrationNames;
 }
 
+Status NoSuchTask(std::string_view id) {
+  return NotFoundError("Task " + std::string(id) + " does not exist");
+}
+
 Status ValidateTaskId(std::string_view id) {
   if (id.size() > kMaxTaskIdBytes) {
     return InvalidArgumentError("Task id '" + std::string(id.substr(0, 40)) +

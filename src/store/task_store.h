@@ -241,6 +241,9 @@ class TaskStoreWrapper : public ForwardingStore<TaskStore> {
 // checked above the backend. Does not migrate.
 Result<std::unique_ptr<TaskStore>> OpenTaskStore(const std::string& url, const StoreOptions& options = {});
 
+// NotFound "Task <id> does not exist" (Backstage's message).
+Status NoSuchTask(std::string_view id);
+
 // Validates a task id before any write: non-empty after trimming, at most 255 bytes (the column is
 // varchar(255)), valid UTF-8. InvalidArgument "<id> is not a valid ID, expected non-empty string"
 // (Backstage's message) or a message naming the limit.

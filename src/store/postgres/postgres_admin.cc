@@ -9,6 +9,7 @@
 #include "store/namespace_admin.h"
 #include "store/postgres/pg_namespace.h"
 #include "store/postgres/pg_timestamp.h"
+#include "store/task_store.h"
 
 namespace octop::store::postgres {
 
@@ -67,7 +68,7 @@ class PostgresAdmin final : public NamespaceAdmin {
 
   Status DeleteTask(std::string_view id) override {
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Exec(admin_sql::kDeleteTask, {std::string(id)}));
-    if (r.AffectedRows() == 0) return NotFoundError("Task " + std::string(id) + " does not exist");
+    if (r.AffectedRows() == 0) return NoSuchTask(id);
     return Status::Ok();
   }
 

@@ -121,7 +121,7 @@ class PostgresTaskStore final : public PgStoreBase<TaskStore> {
 
   Status TriggerTask(const TriggerTaskParams& params) override {
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(trigger_, {NowParam(), params.id, PgNotifyPrefix(ns().schema())}));
-    if (Count(r, 0, 0) == 0) return NotFoundError("Task " + params.id + " does not exist");
+    if (Count(r, 0, 0) == 0) return NoSuchTask(params.id);
     if (Count(r, 0, 1) == 0) return ConflictError("Task " + params.id + " is currently running");
     return Status::Ok();
   }
@@ -130,7 +130,7 @@ class PostgresTaskStore final : public PgStoreBase<TaskStore> {
     PgParams p = {NowParam(), params.id, params.error_json, params.next_run ? "1" : "0"};
     AppendTimeSpec(p, params.next_run.value_or(NullTime{}));
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(cancel_, p));
-    if (Count(r, 0, 0) == 0) return NotFoundError("Task " + params.id + " does not exist");
+    if (Count(r, 0, 0) == 0) return NoSuchTask(params.id);
     if (Count(r, 0, 1) == 0) return ConflictError("Task " + params.id + " is not running");
     return Status::Ok();
   }

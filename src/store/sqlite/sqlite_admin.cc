@@ -6,6 +6,7 @@
 #include "sqlite_admin_queries.h"
 #include "store/namespace_admin.h"
 #include "store/sqlite/sqlite_namespace.h"
+#include "store/task_store.h"
 
 namespace octop::store::sqlite {
 
@@ -79,7 +80,7 @@ class SqliteAdmin final : public NamespaceAdmin {
     return ns_->Guard([&](Connection& conn) -> Status {
       Stmt del(conn, admin_sql::kDeleteTask);
       OCTOP_RETURN_IF_ERROR(del.Bind(":id", id).Run());
-      return del.Changes() == 1 ? Status::Ok() : NotFoundError("Task " + std::string(id) + " does not exist");
+      return del.Changes() == 1 ? Status::Ok() : NoSuchTask(id);
     });
   }
 

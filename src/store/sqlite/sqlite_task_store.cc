@@ -30,8 +30,6 @@ TaskRow ReadTaskRow(Stmt& row) {
   return task;
 }
 
-Status NoSuchTask(const std::string& id) { return NotFoundError("Task " + id + " does not exist"); }
-
 // A TimeSpec other than FixedRateAfter as the text to store (nullopt = NULL).
 Result<std::optional<std::string>> Resolve(Connection& conn, const TimeSpec& spec, const std::string& now) {
   if (const auto* plus = std::get_if<DbNowPlus>(&spec)) {
