@@ -1,5 +1,7 @@
 // The PostgreSQL backend: the cluster backend. See store/task_store.h and store/job_store.h for the
 // contracts.
+//
+// Thread-safety: the functions may be called from any thread; the stores they open are as store/store.h says.
 #ifndef OCTOP_STORE_POSTGRES_POSTGRES_STORE_H_
 #define OCTOP_STORE_POSTGRES_POSTGRES_STORE_H_
 
