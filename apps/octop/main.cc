@@ -510,6 +510,17 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     checks.push_back({{"check", name}, {"ok", ok}, {"detail", detail}});
     if (!g.json) std::cout << (ok ? "ok    " : "FAIL  ") << name << ": " << detail << "\n";
   };
+  // A namespace's schema against its line's latest version: the job queue's (octop) and each plugin's.
+  auto check_schema = [&](const std::string& ns, octop::store::Store& store, int latest) {
+    auto version = store.SchemaVersion();
+    if (!version.ok()) {
+      add("schema " + ns, false, version.status().message());
+      return;
+    }
+    add("schema " + ns, *version == latest,
+        "version " + std::to_string(*version) + " of " + std::to_string(latest) +
+            (*version < latest ? " (run: octop migrate)" : ""));
+  };
   auto store = octop::store::OpenJobStore(*g.database, {.ns = "octop"});
   if (!store.ok() && store.status().code() == octop::StatusCode::kInvalidArgument) {
     std::cerr << "octop: --database: " << store.status().message() << "\n";  // a usage error, not a check
@@ -532,6 +543,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
       add("clock skew", std::llabs(skew_ms) <= 1000,
           "this node is " + std::to_string(skew_ms) + " ms " + (skew_ms >= 0 ? "ahead of" : "behind") +
               " the database (limit 1000 ms)");
+      check_schema("octop", **store, octop::store::kLatestJobSchemaVersion);
     }
   }
   for (const std::string& ns : plugins) {
@@ -540,15 +552,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
       add("schema " + ns, false, s.status().message());
       continue;
     }
-    auto version = (*s)->SchemaVersion();
-    if (!version.ok()) {
-      add("schema " + ns, false, version.status().message());
-    } else {
-      add("schema " + ns, *version == octop::store::kLatestTaskSchemaVersion,
-          "version " + std::to_string(*version) + " of " +
-              std::to_string(octop::store::kLatestTaskSchemaVersion) +
-              (*version < octop::store::kLatestTaskSchemaVersion ? " (run: octop migrate)" : ""));
-    }
+    check_schema(ns, **s, octop::store::kLatestTaskSchemaVersion);
     // A Backstage node on this plugin's table computes cron runs in its own zone and by the package's walk,
     // whatever timeZone and dstPolicy say.
     const std::vector<std::string> zoned = CronTasksABackstageNodeMisreads(g, ns);

@@ -481,6 +481,9 @@ TEST(OctopCli, MigrateAndDoctorOnSqlite) {
   Child before({OCTOP_PATH, "--database", db, "doctor", "--plugin", "demo"});
   EXPECT_EQ(before.Wait(30s), 1) << before.output();
   EXPECT_NE(before.output().find("run: octop migrate"), std::string::npos) << before.output();
+  // Both lines are checked: the job queue's namespace and the plugin's.
+  EXPECT_NE(before.output().find("FAIL  schema octop: version 0 of 3"), std::string::npos) << before.output();
+  EXPECT_NE(before.output().find("FAIL  schema demo: version 0 of 3"), std::string::npos) << before.output();
   Child migrate({OCTOP_PATH, "--database", db, "migrate", "--plugin", "demo"});
   ASSERT_EQ(migrate.Wait(30s), 0) << migrate.output();
   EXPECT_NE(migrate.output().find("migrated demo"), std::string::npos);
@@ -488,6 +491,11 @@ TEST(OctopCli, MigrateAndDoctorOnSqlite) {
   ASSERT_EQ(after.Wait(30s), 0) << after.output();
   Json report = Json::parse(after.output());
   EXPECT_TRUE(report["healthy"].get<bool>());
+  std::vector<std::string> schemas;
+  for (const Json& check : report["checks"]) {
+    if (check["check"].get<std::string>().starts_with("schema ")) schemas.push_back(check["check"]);
+  }
+  EXPECT_EQ(schemas, (std::vector<std::string>{"schema octop", "schema demo"})) << after.output();
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
