@@ -310,6 +310,7 @@ Result<std::unique_ptr<JobQueue>> runtime::JobQueueOpener::Open(JobQueueOptions 
   impl->metrics = std::make_unique<runtime::JobMetrics>(o.metrics_registry);
   ctx.clock = o.clock;
   ctx.logger = o.logger;
+  ctx.shutdown = impl->stopper.get_token();
   ctx.db_clock.emplace(*o.clock);
   ctx.store = impl->store.get();
   ctx.metrics = impl->metrics.get();
