@@ -227,6 +227,10 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
     std::optional<double> rescued_at;  // ended by another node's rescuer, after its expiry
   };
   std::map<std::pair<std::string, std::string>, Attempt> attempts;
+  // Per (job, attempt number): the claims of it that their claimer handed back (a release undoes the claim:
+  // the attempt goes back down by one). A prefetched claim is handed back unrun; a run interrupted by its
+  // node's shutdown is handed back after it started (docs/jobs.md, "Shutdown"), so that number runs again.
+  std::map<std::pair<std::string, int>, int> handed_back;
   for (const JobAudit& a : audit) {
     if (a.new_status == "running" && a.new_token && a.new_token != a.old_token) {
       attempts[{a.job, *a.new_token}] = Attempt{.job = a.job,
@@ -254,6 +258,7 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
     at.ended = true;
     if (a.app == at.claimer) {
       at.ended_by_claimer_at = a.at;
+      if (a.new_attempt == at.number - 1) ++handed_back[{a.job, at.number}];
       continue;
     }
     if (a.new_error.find("worker lost") != std::string::npos && a.at + kEpsilon >= at.expires) {
@@ -298,10 +303,11 @@ void CheckJobs(const std::vector<Run>& logged_runs, const std::vector<JobAudit>&
       continue;
     }
     const JobInfo& job = *row->second;
-    std::set<int> seen;
+    std::map<int, int> seen;
     bool final_attempt_ok = false;
     for (const Run* r : list) {
-      if (!seen.insert(r->attempt).second) {
+      const auto back = handed_back.find({key, r->attempt});
+      if (++seen[r->attempt] > 1 + (back == handed_back.end() ? 0 : back->second)) {
         report.violations.push_back(Describe(*r) + ": a second run of the same attempt");
       }
       if (r->attempt > job.max_retries + 1 || r->attempt < 1) {

@@ -227,6 +227,31 @@ TEST(ChaosJobChecks, JobsOfOneClaimShareItsTokenAndAReleasedAttemptIsClaimedAgai
   EXPECT_EQ(r.jobs_success, 2);
 }
 
+// A run interrupted by its node's shutdown is handed back after it started (the attempt goes back down), so
+// the same attempt number runs again, after it; without that hand-back a second run of a number is a
+// violation.
+TEST(ChaosJobChecks, AnAttemptHandedBackAfterItStartedMayRunAgainButNotOtherwise) {
+  JobAudit first = JobClaim(0.9, "a", "j1", "k1", 9);
+  first.new_attempt = 1;
+  JobAudit handed_back = JobEnd(2.1, "a", "j1", "k1", "pending", "Interrupted by shutdown");
+  handed_back.new_attempt = 0;
+  JobAudit second = JobClaim(3.9, "b", "j1", "k2", 12);
+  second.new_attempt = 1;
+  JobAudit done = JobEnd(5.1, "b", "j1", "k2", "success");
+  done.new_attempt = 1;
+  const std::vector<chaos::Run> runs = {JobRun("j1", 1, 1, 2, "interrupted"), JobRun("j1", 1, 4, 5, "ok")};
+  const std::vector<JobInfo> rows = {{.id = "j1", .status = "success", .attempt = 1, .max_retries = 0}};
+  CheckReport ok;
+  CheckJobs(runs, {first, handed_back, second, done}, rows, {"j1"}, ok);
+  EXPECT_TRUE(ok.violations.empty()) << ok.violations.front();
+
+  JobAudit failed = JobEnd(2.1, "a", "j1", "k1", "failed", "exit 1");
+  failed.new_attempt = 1;  // a failed attempt keeps its number: running it again would be a second run
+  CheckReport twice;
+  CheckJobs(runs, {first, failed, second, done}, rows, {"j1"}, twice);
+  EXPECT_TRUE(Mentions(twice, "a second run of the same attempt"));
+}
+
 // A killed node's command dies with it (octop-exec), so its run has no end row: it counts as ended by the
 // rescue after its expiry, and a later attempt may start after that, not before.
 TEST(ChaosJobChecks, AKilledNodesRunWithoutAnEndRowEndsAtTheRescue) {
