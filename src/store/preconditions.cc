@@ -1,5 +1,7 @@
 #include "store/preconditions.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include <octop/task_settings.h>
@@ -20,6 +22,12 @@ Status RequireListLimit(std::string_view operation, int limit) {
   if (limit >= 1 && limit <= 1000) return Status::Ok();
   return InvalidArgumentError(std::string(operation) + ": limit must be 1..1000, got " +
                               std::to_string(limit));
+}
+
+// Every subscription names a channel.
+Status RequireChannels(const std::vector<std::string>& channels) {
+  if (channels.empty()) return InvalidArgumentError("Listen needs at least one channel");
+  return Status::Ok();
 }
 
 // Text that no stored row can hold (not valid UTF-8, or a NUL): it matches nothing.
@@ -85,7 +93,7 @@ class CheckedTaskStore final : public TaskStoreWrapper {
   }
 
   Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
-    if (channels.empty()) return InvalidArgumentError("Listen needs at least one channel");
+    OCTOP_RETURN_IF_ERROR(RequireChannels(channels));
     return target().Listen(std::move(channels));
   }
 };
@@ -113,7 +121,7 @@ class CheckedJobStore final : public JobStoreWrapper {
   using JobStoreWrapper::JobStoreWrapper;
 
   Result<std::unique_ptr<Listener>> Listen(std::vector<std::string> channels) override {
-    if (channels.empty()) return InvalidArgumentError("Listen needs at least one channel");
+    OCTOP_RETURN_IF_ERROR(RequireChannels(channels));
     return target().Listen(std::move(channels));
   }
 
@@ -134,7 +142,8 @@ class CheckedJobStore final : public JobStoreWrapper {
     OCTOP_RETURN_IF_ERROR(RequireListLimit("ClaimJobs", params.limit));
     if (params.timeout.count() < 0) return InvalidArgumentError("ClaimJobs: timeout must be >= 0");
     OCTOP_RETURN_IF_ERROR(RequireStorable("ClaimJobs: worker_id", params.worker_id));
-    if (params.kinds.empty()) return target().ClaimJobs(params);
+    if (std::all_of(params.kinds.begin(), params.kinds.end(), IsStorableText))
+      return target().ClaimJobs(params);
     // A kind no stored job can have matches nothing; if none is left, nothing can be claimed.
     ClaimJobsParams storable = params;
     std::erase_if(storable.kinds, [](const std::string& kind) { return !IsStorableText(kind); });
@@ -143,12 +152,12 @@ class CheckedJobStore final : public JobStoreWrapper {
   }
 
   // Completions whose id is not a UUID or whose token cannot be text match no row: they are not applied, and
-  // the backend sees only the others.
+  // the backend sees only the others. Errors are cut to kMaxJobErrorBytes and negative delays read as 0. A
+  // batch that needs none of this (every one the runtime sends) goes to the backend as it is, uncopied: this
+  // is the queue's hottest path.
   Result<std::vector<bool>> CompleteJobs(const std::vector<JobCompletion>& completions) override {
-    std::vector<JobCompletion> matchable;
-    std::vector<std::size_t> positions;
-    for (std::size_t i = 0; i < completions.size(); ++i) {
-      const JobCompletion& c = completions[i];
+    bool as_is = true;
+    for (const JobCompletion& c : completions) {
       switch (c.outcome) {
         case JobOutcome::kSuccess:
         case JobOutcome::kRetry:
@@ -159,6 +168,17 @@ class CheckedJobStore final : public JobStoreWrapper {
         default:
           return InvalidArgumentError("CompleteJobs: unknown outcome for job " + c.id);
       }
+      as_is = as_is && IsJobId(c.id) && IsStorableText(c.attempt_token) && c.retry_delay.count() >= 0 &&
+              (!c.error || (c.error->size() <= kMaxJobErrorBytes && IsStorableText(*c.error)));
+    }
+    if (as_is) {
+      if (completions.empty()) return std::vector<bool>();
+      return target().CompleteJobs(completions);
+    }
+    std::vector<JobCompletion> matchable;
+    std::vector<std::size_t> positions;
+    for (std::size_t i = 0; i < completions.size(); ++i) {
+      const JobCompletion& c = completions[i];
       if (!IsJobId(c.id) || !IsStorableText(c.attempt_token)) continue;
       matchable.push_back(c);
       if (matchable.back().error) matchable.back().error = TruncateJobError(*c.error);
