@@ -4,10 +4,12 @@
 // (--sqlite-dir). Every figure is appended to --out as one JSON line in the shape of the benchmark result
 // contract (docs/performance.md), and a short table of what was measured goes to stdout.
 //
-// Suites: queue (throughput_preinserted, throughput_enqueue_drain at concurrency 1, 10, 32), latency
-// (enqueue->start p50/p95/p99), scheduler (trigger->start through the REST API and cron fire lateness) and
-// idle (statements per second of one idle node with 10, 1,000 and 10,000 registered global tasks, from
-// pg_stat_statements, and memory per registered task). --quick shrinks every size for a smoke test.
+// Suites: queue (throughput_preinserted, throughput_enqueue_drain at concurrency 1, 10, 32), sustained
+// (PostgreSQL: enqueue+drain of 200,000 jobs into an empty table and into one holding 1,000,000 finished
+// jobs, with the tables' sizes), latency (enqueue->start p50/p95/p99), scheduler (trigger->start through the
+// REST API and cron fire lateness) and idle (statements per second of one idle node with 10, 1,000 and 10,000
+// registered global tasks, from pg_stat_statements, and memory per registered task). --quick shrinks every
+// size for a smoke test.
 //
 // Not Google Benchmark: each figure is one long run against a live database server (a drain of 20,000 jobs, a
 // 20 s idle window), not a loop of short repeatable iterations, so its fixture/iteration model does not fit.
@@ -57,6 +59,8 @@ using Steady = std::chrono::steady_clock;
 
 struct Sizes {
   int jobs = 20000;
+  int sustained_jobs = 200000;
+  int history_rows = 1000000;
   int latency_samples = 500;
   int trigger_samples = 200;
   int cron_fires = 60;
@@ -69,6 +73,8 @@ Sizes QuickSizes() {
   Sizes s;
   // Sized so that --quick --suite all stays near a minute on the 2-core machine.
   s.jobs = 1000;
+  s.sustained_jobs = 2000;
+  s.history_rows = 10000;
   s.latency_samples = 100;
   s.trigger_samples = 50;
   s.cron_fires = 5;
@@ -357,53 +363,99 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
   backend.EndFigure();
 }
 
+// Enqueue+drain in the current figure: `concurrency` workers started, then kProducers threads enqueue `jobs`
+// one at a time; jobs/s from the first enqueue to the last completion. `before_start` runs once the workers'
+// queue has migrated the figure's namespace, before anything is enqueued.
+double EnqueueDrain(Backend& backend, int concurrency, int jobs,
+                    const std::function<void()>& before_start = {}) {
+  auto worker = OpenQueue(backend);
+  if (before_start) before_start();
+  Check(worker->RegisterHandler(kKind, [](const JobContext&) { return JobResult::Done(); }),
+        "RegisterHandler");
+  Check(worker->AddWorkers("default", concurrency), "AddWorkers");
+  Check(worker->Start(), "Start");
+  // One producer queue shared by the producer threads, with a connection each, as the peers' harnesses do
+  // (one client object, a pool of `producers` connections, that many concurrent enqueue loops).
+  auto producer = OpenQueue(backend, kProducers);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p) {
+    const int count = jobs / kProducers + (p < jobs % kProducers ? 1 : 0);
+    threads.emplace_back([&, count] {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return go; });
+      }
+      JobSpec spec;
+      spec.kind = kKind;
+      for (int i = 0; i < count; ++i) {
+        if (!producer->Enqueue(spec).ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  const auto t0 = Steady::now();
+  {
+    std::lock_guard lock(mu);
+    go = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : threads) t.join();
+  if (failures.load() > 0) throw std::runtime_error(std::to_string(failures.load()) + " enqueues failed");
+  const auto t1 = WaitForCompletions(*worker, jobs);
+  worker->Shutdown();
+  return jobs / std::chrono::duration<double>(t1 - t0).count();
+}
+
 void ThroughputEnqueueDrain(Backend& backend, Sink& sink, int concurrency, int jobs) {
   backend.NewFigure("drain" + std::to_string(concurrency));
-  {
-    auto worker = OpenQueue(backend);
-    Check(worker->RegisterHandler(kKind, [](const JobContext&) { return JobResult::Done(); }),
-          "RegisterHandler");
-    Check(worker->AddWorkers("default", concurrency), "AddWorkers");
-    Check(worker->Start(), "Start");
-    // One producer queue shared by the producer threads, with a connection each, as the peers' harnesses do
-    // (one client object, a pool of `producers` connections, that many concurrent enqueue loops).
-    auto producer = OpenQueue(backend, kProducers);
-
-    std::mutex mu;
-    std::condition_variable cv;
-    bool go = false;
-    std::atomic<int> failures{0};
-    std::vector<std::thread> threads;
-    for (int p = 0; p < kProducers; ++p) {
-      const int count = jobs / kProducers + (p < jobs % kProducers ? 1 : 0);
-      threads.emplace_back([&, count] {
-        {
-          std::unique_lock lock(mu);
-          cv.wait(lock, [&] { return go; });
-        }
-        JobSpec spec;
-        spec.kind = kKind;
-        for (int i = 0; i < count; ++i) {
-          if (!producer->Enqueue(spec).ok()) failures.fetch_add(1);
-        }
-      });
-    }
-    const auto t0 = Steady::now();
-    {
-      std::lock_guard lock(mu);
-      go = true;
-    }
-    cv.notify_all();
-    for (std::thread& t : threads) t.join();
-    if (failures.load() > 0) throw std::runtime_error(std::to_string(failures.load()) + " enqueues failed");
-    const auto t1 = WaitForCompletions(*worker, jobs);
-    const double seconds = std::chrono::duration<double>(t1 - t0).count();
-    sink.Add(backend.name(), "throughput_enqueue_drain",
-             {{"concurrency", concurrency}, {"jobs", jobs}, {"producers", kProducers}}, jobs / seconds,
-             "jobs/s");
-    worker->Shutdown();
-  }
+  const double rate = EnqueueDrain(backend, concurrency, jobs);
+  sink.Add(backend.name(), "throughput_enqueue_drain",
+           {{"concurrency", concurrency}, {"jobs", jobs}, {"producers", kProducers}}, rate, "jobs/s");
   backend.EndFigure();
+}
+
+// The sustained figure (docs/performance.md): enqueue+drain of `jobs` at concurrency 10 into an empty table,
+// then into one that already holds `history` finished jobs, and the job tables' sizes after each. The history
+// is inserted by SQL (a million enqueues would take minutes) with the columns a finished job has, then VACUUM
+// ANALYZE, as autovacuum would have left a table that grew over days.
+void Sustained(PgBackend& backend, Sink& sink, int jobs, int history) {
+  constexpr int kConcurrency = 10;
+  for (const int rows : {0, history}) {
+    backend.NewFigure("sustain" + std::to_string(rows));
+    const std::string schema = "\"" + backend.schema() + "\"";
+    const double rate = EnqueueDrain(backend, kConcurrency, jobs, [&] {
+      if (rows == 0) return;
+      backend.admin().Query(
+          "INSERT INTO " + schema +
+          ".octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
+          "max_retries, attempt_token, created_at, started_at, completed_at, worker_id) "
+          "SELECT gen_random_uuid(), 'default', 'noop', '{}', 0, t, 'success', 1, 3, "
+          "gen_random_uuid()::text, t, t, t, 'history' FROM (SELECT now() - interval '1 day' + "
+          "i * interval '1 ms' AS t FROM generate_series(1, " +
+          std::to_string(rows) + ") i) g");
+      backend.admin().Query("VACUUM ANALYZE " + schema + ".octop_jobs");
+    });
+    sink.Add(backend.name(), "throughput_sustained",
+             {{"concurrency", kConcurrency}, {"jobs", jobs}, {"producers", kProducers}, {"history", rows}},
+             rate, "jobs/s");
+    const auto size = [&](const std::string& function, const std::string& table) {
+      return std::stod(backend.admin().Query("SELECT " + function + "('" + schema + "." + table + "')"));
+    };
+    sink.Add(backend.name(), "jobs_table_bytes", {{"history", rows}, {"jobs", jobs}},
+             size("pg_table_size", "octop_jobs"), "bytes");
+    sink.Add(backend.name(), "jobs_index_bytes", {{"history", rows}, {"jobs", jobs}},
+             size("pg_indexes_size", "octop_jobs"), "bytes");
+    double sets = 0;
+    for (const char* table : {"octop_waiting_jobs", "octop_job_keys", "octop_job_leases"}) {
+      sets += size("pg_total_relation_size", table);
+    }
+    sink.Add(backend.name(), "job_sets_bytes", {{"history", rows}, {"jobs", jobs}}, sets, "bytes");
+    backend.EndFigure();
+  }
 }
 
 void Latency(Backend& backend, Sink& sink, int samples) {
@@ -693,12 +745,12 @@ void RunQueueSuites(Backend& backend, Sink& sink, const Args& args, const Sizes&
 
 int Main(int argc, char** argv) {
   Args args;
-  CLI::App app("octop_bench: octop's issue-7 figures as JSON lines (see docs/performance.md)");
+  CLI::App app("octop_bench: octop's figures of docs/performance.md as JSON lines");
   app.add_option("--pg-url", args.pg_url, "PostgreSQL URL (durable settings, pg_stat_statements loaded)");
   app.add_option("--sqlite-dir", args.sqlite_dir,
                  "directory for the SQLite figures (a fresh file per figure)");
-  app.add_option("--suite", args.suite, "queue|latency|scheduler|idle|all")
-      ->check(CLI::IsMember({"queue", "latency", "scheduler", "idle", "all"}));
+  app.add_option("--suite", args.suite, "queue|sustained|latency|scheduler|idle|all")
+      ->check(CLI::IsMember({"queue", "sustained", "latency", "scheduler", "idle", "all"}));
   app.add_option("--out", args.out, "append the JSON lines to this file");
   app.add_flag("--quick", args.quick, "small sizes, for a smoke test");
   app.add_option("--concurrency", args.concurrency,
@@ -727,6 +779,7 @@ int Main(int argc, char** argv) {
   if (!args.sqlite_dir.empty()) sqlite = std::make_unique<SqliteBackend>(args.sqlite_dir);
 
   if (pg) RunQueueSuites(*pg, sink, args, sizes);
+  if (pg && Runs(args, "sustained")) Sustained(*pg, sink, sizes.sustained_jobs, sizes.history_rows);
   if (sqlite) RunQueueSuites(*sqlite, sink, args, sizes);
   // The scheduler figures are about the cluster backend; SQLite only when it is the only one given.
   Backend* scheduler_backend = pg ? static_cast<Backend*>(pg.get()) : sqlite.get();

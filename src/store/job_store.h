@@ -136,6 +136,7 @@ inline constexpr std::string_view kJobMigrationNames[] = {
     "octop_0001_jobs",       // octop_jobs and its indexes
     "octop_0002_config",     // octop_config
     "octop_0003_job_queue",  // + worker_id; unique and claim indexes cover 'failed'; octop_queues; the views
+    "octop_0004_job_sets",   // waiting jobs, unique keys and leases in tables of their own (docs/store.md)
 };
 inline constexpr int kLatestJobSchemaVersion = static_cast<int>(std::size(kJobMigrationNames));
 
@@ -172,7 +173,8 @@ class JobStore : public Store {
   // Pausing stops ClaimJobs for the queue (running jobs finish; enqueue still works). Resuming notifies
   // kJobsChannel.
   virtual Status SetQueuePaused(std::string_view queue, bool paused) = 0;
-  // Every queue that has jobs or a pause record, by name.
+  // Every queue with a pause record (paused, or paused once and resumed), by name: what the runtime reads to
+  // know the paused queues. Queues that only have jobs are not listed: finding them would read every job.
   virtual Result<std::vector<QueueInfo>> ListQueues() = 0;
   virtual Result<long> DeleteFinishedJobs(const DeleteFinishedJobsParams& params) = 0;
   // The JSON text stored under key, nullopt when absent.

@@ -853,17 +853,19 @@ TEST_P(JobsTest, PauseStopsClaimsAndResumeRestoresThem) {
   OCTOP_ASSERT_OK(jobs_->EnqueueJobs({a}));  // enqueue still works while paused
   auto queues = jobs_->ListQueues();
   OCTOP_ASSERT_OK(queues);
-  ASSERT_EQ(queues->size(), 2u);
+  ASSERT_EQ(queues->size(), 1u) << "only queues with a pause record";
   EXPECT_EQ((*queues)[0].name, "a");
   EXPECT_TRUE((*queues)[0].paused);
-  EXPECT_EQ((*queues)[1].name, "b");
-  EXPECT_FALSE((*queues)[1].paused);
   OCTOP_ASSERT_OK(jobs_->SetQueuePaused("a", false));
   EXPECT_EQ(Claim(10, "a").size(), 2u);
   OCTOP_ASSERT_OK(jobs_->SetQueuePaused("empty", true));
   queues = jobs_->ListQueues();
   OCTOP_ASSERT_OK(queues);
-  EXPECT_EQ(queues->size(), 3u) << "a paused queue without jobs is listed";
+  ASSERT_EQ(queues->size(), 2u) << "a paused queue without jobs is listed";
+  EXPECT_EQ((*queues)[0].name, "a");
+  EXPECT_FALSE((*queues)[0].paused) << "resumed";
+  EXPECT_EQ((*queues)[1].name, "empty");
+  EXPECT_TRUE((*queues)[1].paused);
   EXPECT_EQ(jobs_->SetQueuePaused("", true).code(), StatusCode::kInvalidArgument);
 }
 
@@ -1210,19 +1212,20 @@ TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
   auto names = admin().AppliedMigrations(MigrationLine::kJobs);
   OCTOP_ASSERT_OK(names);
   ASSERT_FALSE(names->empty());
-  EXPECT_EQ(names->back(), "octop_0003_job_queue");
+  EXPECT_EQ(names->back(), "octop_0004_job_sets");
   auto queues = admin().DescribeTable("octop_queues");
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 3u);
   EXPECT_EQ((*queues)[0].name, "name");
   EXPECT_TRUE((*queues)[0].primary_key);
-  bool unique_over_failed = false;
-  auto indexes = admin().DescribeIndexes("octop_jobs");
+  // Unique keys of live jobs: a table of their own on PostgreSQL, a partial unique index on SQLite.
+  bool unique_index = false;
+  auto indexes = admin().DescribeIndexes(GetParam().name == "postgres" ? "octop_job_keys" : "octop_jobs");
   OCTOP_ASSERT_OK(indexes);
   for (const IndexInfo& index : *indexes) {
-    if (index.name == "octop_jobs_unique_key") unique_over_failed = index.unique && index.partial;
+    if (index.columns == std::vector<std::string>{"unique_key"}) unique_index = index.unique;
   }
-  EXPECT_TRUE(unique_over_failed);
+  EXPECT_TRUE(unique_index);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Migrations: two lines (a task namespace's, a job namespace's), each versioned, recorded, idempotent, safe
 // to run concurrently, and upgradable from every earlier version; a namespace holds only its line's tables.
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -87,6 +88,10 @@ TEST_P(StoreMigrations, AJobNamespaceHoldsOnlyTheQueuesTables) {
   auto tables = admin().ListTables();
   OCTOP_ASSERT_OK(tables);
   std::vector<std::string> expected = {"octop_config", "octop_jobs", "octop_migrations", "octop_queues"};
+  if (GetParam().name == "postgres") {
+    expected = {"octop_config",     "octop_job_keys", "octop_job_leases",  "octop_jobs",
+                "octop_migrations", "octop_queues",   "octop_waiting_jobs"};
+  }
   EXPECT_EQ(*tables, expected);
 }
 
@@ -306,6 +311,106 @@ TEST_P(StoreMigrations, UpgradeTheJobLineFromEveryEarlierVersion) {
     OCTOP_ASSERT_OK(claimed);
     EXPECT_EQ(claimed->size(), 1u);
   }
+}
+
+// The job line's last migration moves the live jobs' working state (docs/store.md, "Jobs: the layout"): every
+// kind of live job written in the previous layout must work after it -- due and future waiting jobs, a failed
+// job waiting for its retry, a running job whose lease expired and one whose lease holds, keys held by live
+// jobs.
+TEST_P(StoreMigrations, UpgradeToTheJobSetsKeepsEveryLiveJobWorking) {
+  const int previous = kLatestJobSchemaVersion - 1;
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kJobs, previous));
+  const auto at = [](WallTime t) { return sqlite::FormatTime(t); };
+  struct OldJob {
+    std::string id, status;
+    int attempt;
+    WallTime scheduled;
+    std::optional<std::string> token, expires, key;
+  };
+  const std::vector<OldJob> old = {
+      {"00000000-0000-4000-8000-000000000001", "pending", 0, t0() - minutes(1), {}, {}, "k-due"},
+      {"00000000-0000-4000-8000-000000000002", "pending", 0, t0() + minutes(60), {}, {}, {}},
+      {"00000000-0000-4000-8000-000000000003", "failed", 1, t0() - minutes(1), {}, {}, {}},
+      {"00000000-0000-4000-8000-000000000004", "running", 1, t0() - minutes(9), "tok-stuck",
+       at(t0() - minutes(1)), "k-stuck"},
+      {"00000000-0000-4000-8000-000000000005",
+       "running",
+       1,
+       t0() - minutes(9),
+       "tok-busy",
+       at(t0() + minutes(10)),
+       {}},
+      {"00000000-0000-4000-8000-000000000006", "success", 1, t0() - minutes(9), "tok-old", {}, "k-done"},
+  };
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
+    for (const OldJob& j : old) {
+      const std::optional<std::string> started =
+          j.attempt > 0 ? std::optional(at(t0() - minutes(5))) : std::nullopt;
+      const std::optional<std::string> completed =
+          j.status == "success" ? std::optional(at(t0() - minutes(4))) : std::nullopt;
+      OCTOP_RETURN_IF_ERROR(
+          tx.Execute(
+                "INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
+                "max_retries, attempt_token, created_at, started_at, completed_at, expires_at, unique_key) "
+                "VALUES ($1, 'default', 'k', '{}', 0, $2, $3, $4, 3, $5, $6, $7, $8, $9, $10)",
+                {j.id, at(j.scheduled), j.status, std::to_string(j.attempt), j.token, at(t0() - minutes(10)),
+                 started, completed, j.expires, j.key})
+              .status());
+    }
+    return Status::Ok();
+  }));
+  OCTOP_ASSERT_OK(jobs_->Migrate());
+  auto version = jobs_->SchemaVersion();
+  OCTOP_ASSERT_OK(version);
+  EXPECT_EQ(*version, kLatestJobSchemaVersion);
+
+  // The due waiting jobs are claimed, nothing else.
+  auto claimed = jobs_->ClaimJobs({.limit = 10, .worker_id = "after-upgrade"});
+  OCTOP_ASSERT_OK(claimed);
+  std::vector<std::string> ids;
+  for (const JobInfo& job : *claimed) ids.push_back(job.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{old[0].id, old[2].id}));
+  // Keys of live jobs are still held (the running one's too); a finished job's key is free.
+  auto again =
+      jobs_->EnqueueJobs({{.kind = "k", .unique_key = "k-stuck"},
+                          {.kind = "k", .unique_key = "k-due"},
+                          {.kind = "k", .scheduled_at = t0() + minutes(60), .unique_key = "k-done"}});
+  OCTOP_ASSERT_OK(again);
+  EXPECT_TRUE((*again)[0].existing);
+  EXPECT_EQ((*again)[0].id, old[3].id);
+  EXPECT_TRUE((*again)[1].existing);
+  EXPECT_EQ((*again)[1].id, old[0].id);
+  EXPECT_FALSE((*again)[2].existing);
+  // The running job under a live lease completes with its token; its lease renews first.
+  auto renewed = jobs_->RenewJobLeases({.tokens = {"tok-busy"}, .lease = minutes(20)});
+  OCTOP_ASSERT_OK(renewed);
+  EXPECT_EQ(*renewed, 1);
+  auto applied = jobs_->CompleteJobs({{old[4].id, "tok-busy"}});
+  OCTOP_ASSERT_OK(applied);
+  EXPECT_EQ(*applied, std::vector<bool>{true});
+  // The expired one is rescued (a failed attempt with retries left) and runs again after its backoff.
+  auto rescued = jobs_->RescueExpiredJobs({});
+  OCTOP_ASSERT_OK(rescued);
+  ASSERT_EQ(rescued->size(), 1u);
+  EXPECT_EQ(rescued->front().id, old[3].id);
+  EXPECT_EQ(rescued->front().status, JobStatus::kFailed);
+  clock_.Advance(minutes(5));
+  auto retried = jobs_->ClaimJobs({.limit = 10});
+  OCTOP_ASSERT_OK(retried);
+  ASSERT_EQ(retried->size(), 1u);
+  EXPECT_EQ(retried->front().id, old[3].id);
+  EXPECT_EQ(retried->front().attempt, 2);
+  // Finishing a keyed job gives its key up.
+  const auto due =
+      std::find_if(claimed->begin(), claimed->end(), [&](const JobInfo& j) { return j.id == old[0].id; });
+  ASSERT_NE(due, claimed->end());
+  auto done = jobs_->CompleteJobs({{due->id, *due->attempt_token}});
+  OCTOP_ASSERT_OK(done);
+  EXPECT_EQ(*done, std::vector<bool>{true});
+  auto fresh = jobs_->EnqueueJobs({{.kind = "k", .unique_key = "k-due"}});
+  OCTOP_ASSERT_OK(fresh);
+  EXPECT_FALSE((*fresh)[0].existing);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "store/job_store.h"
 #include "store/namespace_admin.h"
 #include "store/postgres/pg_admin_session.h"
+#include "store/postgres/pg_connection.h"
 #include "store/postgres/postgres_store.h"
 #include "store/task_store.h"
 #include "store_test_env.h"
@@ -290,6 +291,61 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
                                          .outcome = JobOutcome::kSuccess}});
   ASSERT_TRUE(completed.ok()) << completed.status().ToString();
   EXPECT_EQ(*completed, std::vector<bool>{true});
+  EXPECT_EQ(setting(), "on");
+  // The planner settings the claim and the completion run under end with their transactions too.
+  std::string plans;
+  ASSERT_TRUE(store
+                  ->WithTransaction([&](Transaction& tx) -> Status {
+                    OCTOP_ASSIGN_OR_RETURN(SqlRows rows,
+                                           tx.Execute("SELECT current_setting('enable_seqscan') || "
+                                                      "current_setting('enable_bitmapscan')",
+                                                      {}));
+                    if (!rows.rows.empty()) plans = rows.rows[0][0].value_or("");
+                    return Status::Ok();
+                  })
+                  .ok());
+  EXPECT_EQ(plans, "onon");
+}
+
+// PgConnection::ExecPreparedWithSettings: the settings statement and the prepared one run in one transaction
+// (pipeline mode), the settings are in force for the statement and gone after it; a failure of either is
+// reported and leaves a usable session with no transaction open.
+TEST_F(PostgresSpecificTest, SettingsRunInTheStatementsTransactionAndEndWithIt) {
+  auto opened = postgres::PgConnection::Open(url_);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  postgres::PgConnection& conn = **opened;
+  const std::string settings = "SELECT set_config('enable_seqscan', 'off', true)";
+  const std::string probe = "SELECT current_setting('enable_seqscan'), $1::text, txid_current_if_assigned()";
+  auto r = conn.ExecPreparedWithSettings(settings, "probe", probe, {std::string("x")});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->Text(0, 0), "off");
+  EXPECT_EQ(r->Text(0, 1), "x");
+  auto after = conn.ExecParams("SELECT current_setting('enable_seqscan')", {});
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(after->Text(0, 0), "on") << "a transaction-local setting outlived the pipeline";
+  EXPECT_FALSE(conn.in_transaction());
+
+  // One transaction: a write before a failing statement does not stay.
+  ASSERT_TRUE(conn.Exec("CREATE TEMP TABLE pipeline_probe (n int)").ok());
+  auto failed = conn.ExecPreparedWithSettings("INSERT INTO pipeline_probe VALUES (1)", "divide",
+                                              "SELECT 1 / $1::int", {std::string("0")});
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("division by zero"), std::string::npos)
+      << failed.status().ToString();
+  auto count = conn.ExecParams("SELECT count(*) FROM pipeline_probe", {});
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(count->Text(0, 0), "0");
+
+  // Failing settings: the statement does not run, and the failure is the settings'.
+  auto bad = conn.ExecPreparedWithSettings("SELECT set_config('no_such.setting', 'x', true), 1 / 0", "probe",
+                                           probe, {std::string("y")});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("division by zero"), std::string::npos) << bad.status().ToString();
+  EXPECT_FALSE(conn.broken());
+  EXPECT_FALSE(conn.in_transaction());
+  auto again = conn.ExecPreparedWithSettings(settings, "probe", probe, {std::string("z")});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->Text(0, 1), "z");
 }
 
 TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTheStoreIsClosedAtOnce) {

@@ -1,5 +1,12 @@
--- The PostgreSQL statements of the job-queue operations (octop_jobs, octop_queues, octop_config); semantics in
--- store/store.h, the reasoning in docs/store.md "Jobs".
+-- The PostgreSQL statements of the job-queue operations (octop_jobs and its three working sets, octop_queues,
+-- octop_config); semantics in store/job_store.h, the layout and the reasoning in docs/store.md "Jobs".
+--
+-- The layout (migration octop_0004_job_sets): octop_jobs is every job's record, indexed only by its id and
+-- created_at, so updating its status, times and token is a HOT update. What a claim, a unique key or the rescuer
+-- must find by index lives in a table of its own: octop_waiting_jobs (the claimable set), octop_job_keys (keys of
+-- live jobs), octop_job_leases (one row per claim). Lock order, so that no two statements deadlock: a waiting row
+-- or a lease before the job row (a claim finds a job through its waiting row); the one statement that touches a
+-- lease after job rows (CompleteJobs) takes it only if it is free (SKIP LOCKED).
 --
 -- Conventions as in tasks.sql: {ns} the quoted schema, $1 the database-now override (NULL in production), so "now"
 -- is COALESCE($1::timestamptz, now()). Batches travel as arrays (one element per item, unnest WITH ORDINALITY keeps
@@ -11,22 +18,30 @@
 -- name: EnqueueJobs
 -- $2 ids, $3 queues, $4 kinds, $5 payloads (text, cast to jsonb), $6 priorities, $7 scheduled times (NULL: now),
 -- $8 max_retries, $9 unique keys (NULL: none), $10 the notification prefix "<ns>/".
--- A unique key held by a live job (pending, running, failed) makes ON CONFLICT skip the row: the partial unique index
--- decides atomically, waiting for a concurrent inserter of the same key to commit or roll back. Skipped items are
--- then looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit. $10 NULL:
--- no NOTIFY here (Store::EnqueueJobs sends NotifyJobQueues after its commit instead).
+-- A unique key held by a live job (pending, running, failed) is a row of octop_job_keys, so ON CONFLICT skips the
+-- item: the primary key decides atomically, waiting for a concurrent inserter of the same key to commit or roll
+-- back. Only the items whose key was taken (or that have none) become jobs and waiting rows; skipped items are then
+-- looked up (FindLiveJobsByKeys). NOTIFY once per queue that received a job; delivered on commit. $10 NULL: no
+-- NOTIFY here (Store::EnqueueJobs sends NotifyJobQueues after its commit instead).
 WITH input AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[], $8::int[],
                        $9::text[])
     WITH ORDINALITY AS t(id, queue, kind, payload, priority, at, max_retries, unique_key, ord)),
+keyed AS (
+  INSERT INTO {ns}.octop_job_keys (unique_key, job_id)
+  SELECT unique_key, id FROM input WHERE unique_key IS NOT NULL ORDER BY ord
+  ON CONFLICT (unique_key) DO NOTHING
+  RETURNING job_id),
 inserted AS (
   INSERT INTO {ns}.octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries,
                                created_at, unique_key)
   SELECT id, queue, kind, payload::jsonb, priority, COALESCE(at, $1::timestamptz, now()),
          'pending', 0, max_retries, COALESCE($1::timestamptz, now()), unique_key
-  FROM input ORDER BY ord
-  ON CONFLICT (unique_key) WHERE status IN ('pending', 'running', 'failed') DO NOTHING
-  RETURNING id, queue),
+  FROM input WHERE unique_key IS NULL OR id IN (SELECT job_id FROM keyed) ORDER BY ord
+  RETURNING id, queue, kind, priority, scheduled_at),
+waiting AS (
+  INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+  SELECT id, queue, kind, priority, scheduled_at FROM inserted),
 notified AS (SELECT pg_notify('octop_jobs', $10 || q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
              WHERE $10::text IS NOT NULL)
 SELECT id::text, (SELECT count(*) FROM notified) FROM inserted;
@@ -44,47 +59,77 @@ SELECT (SELECT set_config('synchronous_commit', 'off', true)),
 
 -- name: FindLiveJobsByKeys
 -- $1 unique keys. Read in a new snapshot (READ COMMITTED), so it sees the job a concurrent enqueuer committed.
-SELECT unique_key, id::text FROM {ns}.octop_jobs
-WHERE unique_key = ANY ($1::text[]) AND status IN ('pending', 'running', 'failed');
+SELECT unique_key, job_id::text FROM {ns}.octop_job_keys WHERE unique_key = ANY ($1::text[]);
 
 -- name: ClaimJobs
--- $2 queue, $3 limit, $4 kinds (NULL: any), $5 timeout, $6 worker id. One statement: the subquery locks up to $3
--- due rows in claim order, skipping rows another claimer holds (SKIP LOCKED: claimers never wait for each other and
--- never get the same job); the row lock re-checks status, so a row claimed and committed meanwhile is left out.
--- The claim commits without waiting for its WAL flush (the set_config, evaluated once: synchronous_commit off for
--- this transaction only); docs/jobs.md "Durability of claims" argues why that is safe: a claim lost in a crash
--- leaves the job pending, or running until its expiry and the rescuer, and the attempt's completion, which commits
--- synchronously, flushes the claim's WAL before its own.
+-- $2 queue, $3 limit, $4 kinds (NULL: any), $5 timeout, $6 worker id. One statement: `picked` locks up to $3 due
+-- waiting rows in claim order, skipping rows another claimer holds (SKIP LOCKED: claimers never wait for each other
+-- and never get the same job); `taken` deletes them (by ctid: the rows are locked, so it cannot have moved); the
+-- jobs are updated to running (HOT: no indexed column changes) and one lease row records the claim.
+-- It runs after ClaimSettings, in the same transaction and round trip (postgres_job_store.cc).
 -- One token for all the rows of a claim (an InitPlan, evaluated once): a completion matches id and token, and every
--- later claim of a job gets a new token, so fencing holds; gen_random_uuid() per row cost another 25 % (-> 317 ms).
+-- later claim of a job gets a new token, so fencing holds; the lease is keyed by it.
 WITH picked AS (
-  SELECT id FROM {ns}.octop_jobs
+  SELECT ctid, id FROM {ns}.octop_waiting_jobs
   WHERE queue = $2
-    AND status IN ('pending', 'failed')
     AND scheduled_at <= COALESCE($1::timestamptz, now())
     AND ($4::text[] IS NULL OR kind = ANY ($4::text[]))
     AND NOT EXISTS (SELECT 1 FROM {ns}.octop_queues q WHERE q.name = $2 AND q.paused)
-    AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
   ORDER BY priority, scheduled_at, id
   LIMIT $3
-  FOR UPDATE SKIP LOCKED)
-UPDATE {ns}.octop_jobs j
-SET status = 'running',
-    attempt = j.attempt + 1,
-    attempt_token = (SELECT gen_random_uuid()::text),  -- once per claim: fencing needs a token per claim, not per row
-    started_at = COALESCE($1::timestamptz, now()),
-    expires_at = COALESCE($1::timestamptz, now()) + $5::interval,
-    worker_id = $6
-FROM picked
-WHERE j.id = picked.id
-RETURNING j.id::text, j.queue, j.kind, j.payload::text, j.priority, j.scheduled_at, j.status, j.attempt,
-          j.max_retries, j.attempt_token, j.last_error, j.created_at, j.started_at, j.completed_at, j.expires_at,
-          j.unique_key, j.worker_id;
+  FOR UPDATE SKIP LOCKED),
+taken AS (
+  DELETE FROM {ns}.octop_waiting_jobs WHERE ctid = ANY (ARRAY(SELECT ctid FROM picked))
+  RETURNING id),
+claimed AS (
+  UPDATE {ns}.octop_jobs j
+  SET status = 'running',
+      attempt = j.attempt + 1,
+      attempt_token = (SELECT gen_random_uuid()::text),  -- once per claim: fencing needs a token per claim
+      started_at = COALESCE($1::timestamptz, now()),
+      expires_at = COALESCE($1::timestamptz, now()) + $5::interval,
+      worker_id = $6
+  WHERE j.id = ANY (ARRAY(SELECT id FROM taken))
+  RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.scheduled_at, j.status, j.attempt, j.max_retries,
+            j.attempt_token, j.last_error, j.created_at, j.started_at, j.completed_at, j.expires_at, j.unique_key,
+            j.worker_id),
+leased AS (
+  INSERT INTO {ns}.octop_job_leases (attempt_token, expires_at, job_ids)
+  SELECT min(attempt_token), min(expires_at), array_agg(id) FROM claimed HAVING count(*) > 0)
+SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, attempt, max_retries, attempt_token,
+       last_error, created_at, started_at, completed_at, expires_at, unique_key, worker_id
+FROM claimed;
+
+-- name: ClaimSettings
+-- Run before ClaimJobs in its transaction (is_local: they end with it), as IndexPlanSettings are, and:
+-- synchronous_commit off: the claim commits without waiting for its WAL flush. docs/jobs.md "Durability of
+-- claims" argues why that is safe: a claim lost in a crash leaves the job waiting, or running until its lease
+-- expires and the rescuer, and the attempt's completion, which commits synchronously, flushes the claim's WAL
+-- before its own.
+SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true),
+       set_config('enable_bitmapscan', 'off', true);
+
+-- name: IndexPlanSettings
+-- Run before CompleteJobs, RescueExpiredJobs and RenewJobLeases in their transaction (and ClaimSettings before
+-- ClaimJobs): each of them finds its rows through an index, and must, whatever the statistics say. A prepared
+-- statement keeps the plan made while its tables were small (PostgreSQL replans only after an ANALYZE), and a
+-- table with no statistics yet (a new namespace, a burst into an empty queue before autovacuum's first ANALYZE)
+-- is estimated at a handful of due rows: measured, claims that read every job or every waiting row with a
+-- sequential or bitmap scan, 3-9 ms for a claim of 11 jobs and 26-56 ms for one of 500 where the index takes
+-- under 1 and ~6 (docs/performance.md). These settings make every other plan cost more than any index plan.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
 
 -- name: CompleteJobs
 -- $2 ids, $3 attempt tokens, $4 outcomes (0 success, 1 failed attempt, 2 cancel, 3 release: the attempt never
 -- started, the claim is undone), $5 errors, $6 retry delays. Fenced: only rows still running under the same token
--- change. In SET, j.* are the values before the update. Returns the 1-based positions that were applied.
+-- change. In SET, j.* are the values before the update; in RETURNING, after. A job that waits again (a retry, a
+-- release) gets its waiting row back; one that went final gives its unique key up. A batch that finishes every
+-- job of a claim deletes its lease (a claim's jobs finish once each under its token, so the counts match only
+-- then); any other lease stays until it expires and the rescuer drops it, finding nothing left to rescue. The
+-- lease is never updated here: completions of one claim by many workers would queue on its row lock, each behind
+-- the previous one's commit. The lease is locked with SKIP LOCKED, after the job rows: a rescuer or renewer that
+-- holds it keeps it (they lock the lease first), so none of them waits for the other in a cycle.
+-- Returns the 1-based positions that were applied.
 WITH c AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::int[], $5::text[], $6::interval[])
     WITH ORDINALITY AS c(id, token, outcome, error, delay, ord)),
@@ -114,60 +159,112 @@ updated AS (
       last_error = c.error
   FROM c
   WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
-  RETURNING c.ord)
+  RETURNING c.ord, c.token, j.id, j.queue, j.kind, j.priority, j.scheduled_at, j.status, j.unique_key),
+requeued AS (
+  INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+  SELECT id, queue, kind, priority, scheduled_at FROM updated WHERE status IN ('pending', 'failed')),
+unkeyed AS (
+  DELETE FROM {ns}.octop_job_keys k USING updated u
+  WHERE u.unique_key IS NOT NULL AND u.status IN ('success', 'frozen') AND k.unique_key = u.unique_key
+    AND k.job_id = u.id),
+per_lease AS (SELECT token, count(*) AS n FROM updated GROUP BY token),
+finished_lease AS (
+  SELECT l.attempt_token FROM {ns}.octop_job_leases l JOIN per_lease p ON l.attempt_token = p.token
+  WHERE cardinality(l.job_ids) = p.n
+  FOR UPDATE OF l SKIP LOCKED),
+lease_done AS (
+  DELETE FROM {ns}.octop_job_leases l USING finished_lease f WHERE l.attempt_token = f.attempt_token)
 SELECT ord FROM updated;
 
 -- name: RescueExpiredJobs
 -- $2 backoff base, $3 backoff cap, $4 the error, $5 the tokens spared, $6 expired before (NULL: now; LEAST skips
--- a NULL). SKIP LOCKED: a row a completer is updating right now is left to it (it is finishing, not lost), and
--- the rescuer never waits for -- or deadlocks with -- a worker.
+-- a NULL). Expired leases are locked with SKIP LOCKED (a lease being renewed right now is left to its renewer) and
+-- deleted; their jobs still running under the lease's token fail (or freeze) like a failed attempt, waiting again
+-- or giving their unique key up. A job whose completer holds its row is waited for, then left alone (no longer
+-- running); a completer never waits for a lease (SKIP LOCKED), so the two never deadlock.
 WITH expired AS (
-  SELECT id FROM {ns}.octop_jobs
-  WHERE status = 'running' AND expires_at < LEAST(COALESCE($1::timestamptz, now()), $6::timestamptz)
+  SELECT attempt_token, job_ids FROM {ns}.octop_job_leases
+  WHERE expires_at < LEAST(COALESCE($1::timestamptz, now()), $6::timestamptz)
     AND NOT COALESCE(attempt_token = ANY ($5::text[]), false)
-  FOR UPDATE SKIP LOCKED)
-UPDATE {ns}.octop_jobs j
-SET status = CASE WHEN j.attempt <= j.max_retries THEN 'failed' ELSE 'frozen' END,
-    scheduled_at = CASE
-      WHEN j.attempt <= j.max_retries
-        THEN COALESCE($1::timestamptz, now())
-             + LEAST($2::interval * power(2, LEAST(GREATEST(j.attempt - 1, 0), 30)), $3::interval)
-      ELSE j.scheduled_at
-    END,
-    completed_at = CASE WHEN j.attempt <= j.max_retries THEN NULL ELSE COALESCE($1::timestamptz, now()) END,
-    expires_at = NULL,
-    last_error = $4
-FROM expired
-WHERE j.id = expired.id
-RETURNING j.id::text, j.status, j.attempt;
+  FOR UPDATE SKIP LOCKED),
+dropped AS (
+  DELETE FROM {ns}.octop_job_leases l USING expired e WHERE l.attempt_token = e.attempt_token),
+rescued AS (
+  UPDATE {ns}.octop_jobs j
+  SET status = CASE WHEN j.attempt <= j.max_retries THEN 'failed' ELSE 'frozen' END,
+      scheduled_at = CASE
+        WHEN j.attempt <= j.max_retries
+          THEN COALESCE($1::timestamptz, now())
+               + LEAST($2::interval * power(2, LEAST(GREATEST(j.attempt - 1, 0), 30)), $3::interval)
+        ELSE j.scheduled_at
+      END,
+      completed_at = CASE WHEN j.attempt <= j.max_retries THEN NULL ELSE COALESCE($1::timestamptz, now()) END,
+      expires_at = NULL,
+      last_error = $4
+  FROM (SELECT unnest(job_ids) AS id, attempt_token FROM expired) x
+  WHERE j.id = x.id AND j.attempt_token = x.attempt_token AND j.status = 'running'
+  RETURNING j.id, j.queue, j.kind, j.priority, j.scheduled_at, j.status, j.attempt, j.unique_key),
+requeued AS (
+  INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+  SELECT id, queue, kind, priority, scheduled_at FROM rescued WHERE status = 'failed'),
+unkeyed AS (
+  DELETE FROM {ns}.octop_job_keys k USING rescued r
+  WHERE r.unique_key IS NOT NULL AND r.status = 'frozen' AND k.unique_key = r.unique_key AND k.job_id = r.id)
+SELECT id::text, status, attempt FROM rescued;
 
 -- name: RenewJobLeases
--- $2 the tokens, $3 the lease.
-UPDATE {ns}.octop_jobs
+-- $2 the tokens, $3 the lease. The lease rows first, then their running jobs' expires_at (what GetJob shows);
+-- the count is of jobs.
+WITH renewed AS (
+  UPDATE {ns}.octop_job_leases SET expires_at = COALESCE($1::timestamptz, now()) + $3::interval
+  WHERE attempt_token = ANY ($2::text[])
+  RETURNING attempt_token, job_ids)
+UPDATE {ns}.octop_jobs j
 SET expires_at = COALESCE($1::timestamptz, now()) + $3::interval
-WHERE status = 'running' AND attempt_token = ANY ($2::text[]);
+FROM (SELECT unnest(job_ids) AS id, attempt_token FROM renewed) r
+WHERE j.id = r.id AND j.attempt_token = r.attempt_token AND j.status = 'running';
 
 -- name: RetryJob
--- $2 id, $3 notification prefix. current = NULL: NotFound; updated = 0: Conflict. A frozen job whose unique key is
--- now held by another live job fails with a unique violation (23505), reported as Conflict.
+-- $2 id, $3 notification prefix. current = NULL: NotFound; updated = 0: Conflict. A failed job still has its waiting
+-- row: it is locked first (`touched`, the claim's lock order) and made due now; a claim that took it first leaves
+-- nothing to touch, and the job, running now, is not updated. A frozen job gets a waiting row again and takes its
+-- unique key back: if another live job holds it the insert fails with a unique violation (23505), reported as
+-- Conflict, and nothing of the statement stays.
 WITH current_row AS (SELECT status FROM {ns}.octop_jobs WHERE id = $2::uuid),
+touched AS (
+  UPDATE {ns}.octop_waiting_jobs SET scheduled_at = COALESCE($1::timestamptz, now())
+  WHERE id = $2::uuid
+  RETURNING id),
 updated AS (
   UPDATE {ns}.octop_jobs
   SET status = 'pending', scheduled_at = COALESCE($1::timestamptz, now()), max_retries = GREATEST(max_retries, attempt),
       completed_at = NULL, expires_at = NULL
-  WHERE id = $2::uuid AND status IN ('failed', 'frozen')
-  RETURNING queue),
+  WHERE id = $2::uuid
+    AND (status = 'frozen' OR (status = 'failed' AND EXISTS (SELECT 1 FROM touched)))
+  RETURNING id, queue, kind, priority, scheduled_at, unique_key),
+requeued AS (
+  INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+  SELECT id, queue, kind, priority, scheduled_at FROM updated WHERE NOT EXISTS (SELECT 1 FROM touched)),
+rekeyed AS (
+  INSERT INTO {ns}.octop_job_keys (unique_key, job_id)
+  SELECT unique_key, id FROM updated WHERE unique_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM touched)),
 notified AS (SELECT pg_notify('octop_jobs', $3 || queue) FROM updated)
 SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated), (SELECT count(*) FROM notified);
 
 -- name: CancelJob
--- $2 id, $3 the error. current = NULL: NotFound; updated = 0: Conflict (running, or already final).
+-- $2 id, $3 the error. current = NULL: NotFound; updated = 0: Conflict (running, or already final). The waiting
+-- row is deleted first (the claim's lock order); only a job that had one is frozen, and it gives its key up. A
+-- waiting job whose row a claim took meanwhile is reported by its status read before (pending or failed): it is
+-- running now.
 WITH current_row AS (SELECT status FROM {ns}.octop_jobs WHERE id = $2::uuid),
+unwaited AS (DELETE FROM {ns}.octop_waiting_jobs WHERE id = $2::uuid RETURNING id),
 updated AS (
   UPDATE {ns}.octop_jobs
   SET status = 'frozen', last_error = $3, completed_at = COALESCE($1::timestamptz, now()), expires_at = NULL
-  WHERE id = $2::uuid AND status IN ('pending', 'failed')
-  RETURNING id)
+  WHERE id = $2::uuid AND status IN ('pending', 'failed') AND EXISTS (SELECT 1 FROM unwaited)
+  RETURNING id, unique_key),
+unkeyed AS (
+  DELETE FROM {ns}.octop_job_keys k USING updated u WHERE k.unique_key = u.unique_key AND k.job_id = u.id)
 SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated);
 
 -- name: GetJob
@@ -231,7 +328,7 @@ GROUP BY 1
 ORDER BY 1;
 
 -- name: NextJobDueAt
-SELECT min(scheduled_at) FROM {ns}.octop_jobs WHERE queue = $1 AND status IN ('pending', 'failed');
+SELECT min(scheduled_at) FROM {ns}.octop_waiting_jobs WHERE queue = $1;
 
 -- name: SetQueuePaused
 -- $2 queue, $3 paused, $4 notification prefix: resuming wakes the queue's workers.
@@ -243,11 +340,7 @@ notified AS (SELECT pg_notify('octop_jobs', $4 || name) FROM upserted WHERE NOT 
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM notified);
 
 -- name: ListQueues
-SELECT name, bool_or(paused) FROM (
-  SELECT name, paused FROM {ns}.octop_queues
-  UNION ALL
-  SELECT DISTINCT queue, false FROM {ns}.octop_jobs) q
-GROUP BY name;
+SELECT name, paused FROM {ns}.octop_queues ORDER BY name;
 
 -- name: DeleteFinishedJobs
 -- $2 final statuses, $3 older_than, $4 limit per call.

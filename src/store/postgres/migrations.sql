@@ -209,3 +209,46 @@ SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_re
        coalesce(completed_at, started_at, created_at) AS failed_at
 FROM {ns}.octop_jobs
 WHERE status IN ('failed', 'frozen');
+
+-- name: Migration7JobSets
+-- octop_0004_job_sets: the queue's working sets in tables of their own, so that a claim and a completion change no
+-- indexed column of octop_jobs (docs/store.md, "Jobs: the layout"). octop_jobs keeps its primary key and the
+-- created_at index; with room left in each page (fillfactor) its updates are HOT: no index entry is written.
+-- * octop_waiting_jobs: one row per job waiting to run (pending, or failed waiting for its retry), in claim order;
+--   a claim deletes it, a retry or a release puts it back.
+-- * octop_job_keys: one row per unique key held by a live job; a job going final gives its key up.
+-- * octop_job_leases: one row per claim (its token, its expiry, its jobs); the rescuer reads these instead of an
+--   index over every running job. A lease goes when one completion batch finishes all its jobs, or once it
+--   expired and the rescuer took what was left.
+-- The rows of live jobs are copied in; the three indexes they replace are dropped.
+CREATE TABLE {ns}.octop_waiting_jobs (
+  id uuid NOT NULL PRIMARY KEY,
+  queue text NOT NULL,
+  kind text NOT NULL,
+  priority integer NOT NULL,
+  scheduled_at timestamptz NOT NULL
+);
+CREATE INDEX octop_waiting_jobs_claim ON {ns}.octop_waiting_jobs (queue, priority, scheduled_at, id);
+CREATE TABLE {ns}.octop_job_keys (
+  unique_key text NOT NULL PRIMARY KEY,
+  job_id uuid NOT NULL
+);
+CREATE TABLE {ns}.octop_job_leases (
+  attempt_token text NOT NULL PRIMARY KEY,
+  expires_at timestamptz NOT NULL,
+  job_ids uuid[] NOT NULL
+);
+CREATE INDEX octop_job_leases_expires ON {ns}.octop_job_leases (expires_at);
+INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+SELECT id, queue, kind, priority, scheduled_at FROM {ns}.octop_jobs WHERE status IN ('pending', 'failed');
+INSERT INTO {ns}.octop_job_keys (unique_key, job_id)
+SELECT unique_key, id FROM {ns}.octop_jobs
+WHERE unique_key IS NOT NULL AND status IN ('pending', 'running', 'failed');
+INSERT INTO {ns}.octop_job_leases (attempt_token, expires_at, job_ids)
+SELECT attempt_token, COALESCE(max(expires_at), now()), array_agg(id) FROM {ns}.octop_jobs
+WHERE status = 'running' AND attempt_token IS NOT NULL
+GROUP BY attempt_token;
+DROP INDEX {ns}.octop_jobs_claim;
+DROP INDEX {ns}.octop_jobs_unique_key;
+DROP INDEX {ns}.octop_jobs_expires;
+ALTER TABLE {ns}.octop_jobs SET (fillfactor = 50);

@@ -1,6 +1,7 @@
 #include "store/postgres/pg_connection.h"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace octop::store::postgres {
@@ -129,14 +130,64 @@ Result<PgResult> PgConnection::Check(PGresult* result, std::string_view what) {
   return FailureStatus(result, what);
 }
 
+Status PgConnection::Prepare(const std::string& name, const std::string& sql) {
+  if (prepared_.contains(name)) return Status::Ok();
+  OCTOP_ASSIGN_OR_RETURN(PgResult prepared,
+                         Check(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr), "prepare " + name));
+  (void)prepared;
+  prepared_.insert(name);
+  return Status::Ok();
+}
+
+Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& settings, const std::string& name,
+                                                        const std::string& sql, const PgParams& params) {
+  OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  if (PQenterPipelineMode(conn_) != 1) return FailureStatus(nullptr, "entering pipeline mode for " + name);
+  const bool sent =
+      PQsendQueryParams(conn_, settings.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
+      PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                          nullptr,
+                          /*resultFormat=*/0) == 1 &&
+      PQpipelineSync(conn_) == 1;
+  // Every result up to the sync is read, whatever happened, so that the connection leaves pipeline mode
+  // clean: one result (then a null) per query, then the sync's.
+  std::optional<Status> failure;
+  std::optional<PgResult> last;
+  for (int query = 0; sent && query < 2; ++query) {
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) break;
+    const ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_PIPELINE_ABORTED) {
+      PQclear(r);
+    } else {
+      Result<PgResult> checked = Check(r, query == 0 ? "settings for " + name : name);
+      if (!checked.ok() && !failure) failure = checked.status();
+      if (checked.ok() && query == 1) last = std::move(*checked);
+    }
+    while ((r = PQgetResult(conn_)) != nullptr) PQclear(r);  // the query's terminating null
+  }
+  if (sent) {
+    while (PGresult* r = PQgetResult(conn_)) {
+      const bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+      PQclear(r);
+      if (sync) break;
+    }
+  }
+  if (PQexitPipelineMode(conn_) != 1 || !sent) {
+    broken_ = true;  // a half-read pipeline: the connection cannot be trusted again
+    return failure ? *failure : FailureStatus(nullptr, "pipeline for " + name);
+  }
+  if (failure) return *failure;
+  if (!last) return FailureStatus(nullptr, name);
+  return std::move(*last);
+}
+
 Result<PgResult> PgConnection::ExecPrepared(const std::string& name, const std::string& sql,
                                             const PgParams& params) {
-  if (!prepared_.contains(name)) {
-    OCTOP_ASSIGN_OR_RETURN(PgResult prepared,
-                           Check(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr), "prepare " + name));
-    (void)prepared;
-    prepared_.insert(name);
-  }
+  OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);

@@ -202,6 +202,12 @@ Result<PgResult> PgNamespace::Run(const Statement& statement, const PgParams& pa
   return conn->ExecPrepared(statement.name, statement.text, params);
 }
 
+Result<PgResult> PgNamespace::RunWithSettings(const std::string& settings, const Statement& statement,
+                                              const PgParams& params) {
+  OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+  return conn->ExecPreparedWithSettings(settings, statement.name, statement.text, params);
+}
+
 Result<WallTime> PgNamespace::DatabaseNow() {
   OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(db_now_, {NowParam()}));
   return ParseTimestamp(r.Text(0, 0));

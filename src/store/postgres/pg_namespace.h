@@ -69,6 +69,9 @@ class PgNamespace {
   static std::optional<std::string> TimeParam(const std::optional<WallTime>& t);
   // Runs a statement of this namespace on a pooled connection.
   Result<PgResult> Run(const Statement& statement, const PgParams& params);
+  // Run, after `settings` in the same transaction and round trip (PgConnection::ExecPreparedWithSettings).
+  Result<PgResult> RunWithSettings(const std::string& settings, const Statement& statement,
+                                   const PgParams& params);
 
   Result<WallTime> DatabaseNow();
   Status CheckWritable();

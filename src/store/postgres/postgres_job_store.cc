@@ -103,6 +103,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
  public:
   PostgresJobStore(std::unique_ptr<PgNamespace> ns, MigrationLine line)
       : PgStoreBase(std::move(ns), line),
+        claim_settings_(sql::kClaimSettings),
+        index_plan_settings_(sql::kIndexPlanSettings),
         enqueue_jobs_(Make("EnqueueJobs", sql::kEnqueueJobs)),
         find_live_keys_(Make("FindLiveJobsByKeys", sql::kFindLiveJobsByKeys)),
         claim_jobs_(Make("ClaimJobs", sql::kClaimJobs)),
@@ -166,9 +168,10 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   Result<std::vector<JobInfo>> ClaimJobs(const ClaimJobsParams& params) override {
     std::optional<std::string> kinds;
     if (!params.kinds.empty()) kinds = TextArrayLiteral(params.kinds);
-    OCTOP_ASSIGN_OR_RETURN(PgResult r,
-                           Run(claim_jobs_, {NowParam(), params.queue, std::to_string(params.limit), kinds,
-                                             FormatInterval(params.timeout), params.worker_id}));
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r, ns().RunWithSettings(claim_settings_, claim_jobs_,
+                                         {NowParam(), params.queue, std::to_string(params.limit), kinds,
+                                          FormatInterval(params.timeout), params.worker_id}));
     OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r));
     std::sort(jobs.begin(), jobs.end(), [](const JobInfo& a, const JobInfo& b) {
       return std::tie(a.priority, a.scheduled_at, a.id) < std::tie(b.priority, b.scheduled_at, b.id);
@@ -187,9 +190,10 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       errors.emplace_back(c.error);
       delays.emplace_back(FormatInterval(c.retry_delay));
     }
-    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(complete_jobs_, {NowParam(), ArrayLiteral(ids),
-                                                            ArrayLiteral(tokens), ArrayLiteral(outcomes),
-                                                            ArrayLiteral(errors), ArrayLiteral(delays)}));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, ns().RunWithSettings(index_plan_settings_, complete_jobs_,
+                                                            {NowParam(), ArrayLiteral(ids),
+                                                             ArrayLiteral(tokens), ArrayLiteral(outcomes),
+                                                             ArrayLiteral(errors), ArrayLiteral(delays)}));
     for (int i = 0; i < r.rows(); ++i) {
       const long ord = Count(r, i, 0);
       if (ord >= 1 && static_cast<std::size_t>(ord) <= applied.size())
@@ -200,7 +204,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
 
   Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) override {
     OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, Run(rescue_jobs_,
+        PgResult r, ns().RunWithSettings(
+                        index_plan_settings_, rescue_jobs_,
                         {NowParam(), FormatInterval(params.backoff_base), FormatInterval(params.backoff_max),
                          std::string(kJobTimedOutError), TextArrayLiteral(params.spare_tokens),
                          PgNamespace::TimeParam(params.expired_before)}));
@@ -214,8 +219,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   }
 
   Result<long> RenewJobLeases(const RenewJobLeasesParams& params) override {
-    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(renew_job_leases_, {NowParam(), TextArrayLiteral(params.tokens),
-                                                               FormatInterval(params.lease)}));
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, ns().RunWithSettings(index_plan_settings_, renew_job_leases_,
+                                                            {NowParam(), TextArrayLiteral(params.tokens),
+                                                             FormatInterval(params.lease)}));
     return static_cast<long>(r.AffectedRows());
   }
 
@@ -242,7 +248,10 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
                            Run(cancel_job_, {NowParam(), params.id, std::string(kJobCancelledError)}));
     if (r.IsNull(0, 0)) return NoSuchJob(params.id);
     if (Count(r, 0, 1) == 1) return Status::Ok();
-    if (r.Text(0, 0) == "running") return ConflictError("Job " + params.id + " is currently running");
+    // Read before the statement locked anything: a waiting job not cancelled was claimed meanwhile.
+    if (r.Text(0, 0) == "running" || r.Text(0, 0) == "pending" || r.Text(0, 0) == "failed") {
+      return ConflictError("Job " + params.id + " is currently running");
+    }
     return ConflictError("Job " + params.id + " has already finished");
   }
 
@@ -473,6 +482,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
                                 {PgNotifyPrefix(ns().schema()), TextArrayLiteral(queues)});
   }
 
+  // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
+  const std::string claim_settings_, index_plan_settings_;
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_,
       renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_,
       job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_,

@@ -180,12 +180,7 @@ INSERT INTO octop_queues (name, paused, updated_at) VALUES (:queue, :paused, :no
 ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at;
 
 -- name: ListQueues
-SELECT name, max(paused) FROM (
-  SELECT name, paused FROM octop_queues
-  UNION ALL
-  SELECT DISTINCT queue, 0 FROM octop_jobs)
-GROUP BY name
-ORDER BY name;
+SELECT name, paused FROM octop_queues ORDER BY name;
 
 -- name: DeleteFinishedJobs
 -- :statuses a JSON array of final statuses; :cutoff = now - older_than.
