@@ -2,15 +2,23 @@
 // docs/store.md for the SQL). Claims are one statement with FOR UPDATE SKIP LOCKED; a batch of completions is
 // one statement over arrays; wake-ups go out after the enqueue's commit (WakeupSender).
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <iterator>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <libpq-fe.h>
 
 #include "postgres_queries.h"
+#include "store/enqueue_groups.h"
 #include "store/job_rules.h"
 #include "store/job_store.h"
 #include "store/postgres/pg_listener.h"
@@ -125,11 +133,17 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
         notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
+        enqueue_groups_([this](const std::vector<JobSpec>& jobs) { return EnqueueBatch(jobs); }),
         wakeups_([this](const std::vector<std::string>& queues) { SendWakeups(queues); }) {}
 
   // ---- Jobs (jobs.sql) ----
 
   Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
+    return enqueue_groups_.Enqueue(jobs);
+  }
+
+  // One batch (the batches of an enqueue group together) in one transaction on a pooled connection.
+  Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<JobSpec>& jobs) {
     OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, ns().pool().Acquire());
     const bool keyed =
         std::any_of(jobs.begin(), jobs.end(), [](const auto& j) { return j.unique_key.has_value(); });
@@ -488,6 +502,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_,
       job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_,
       notify_job_queues_;
+  EnqueueGroups enqueue_groups_;
   // Last: destroyed first, so its pending wake-ups are sent while the pool is still there.
   WakeupSender wakeups_;
 };
