@@ -251,7 +251,10 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     const PgResult& r = *result;
     if (r.IsNull(0, 0)) return NoSuchJob(params.id);
     if (Count(r, 0, 1) == 0) {
-      return ConflictError("Job " + params.id + " is " + r.Text(0, 0) +
+      // The status was read before the statement locked anything: a failed job not retried was claimed
+      // meanwhile (jobs.sql RetryJob).
+      const std::string status = r.Text(0, 0) == "failed" ? "running" : r.Text(0, 0);
+      return ConflictError("Job " + params.id + " is " + status +
                            ", only failed or frozen jobs can be retried");
     }
     return Status::Ok();
