@@ -772,6 +772,28 @@ TEST_P(JobsTest, RetryJobGivesAFrozenJobOneMoreAttempt) {
   EXPECT_EQ(Get(id).status, JobStatus::kFrozen) << "exactly one more attempt";
 }
 
+// A refused retry changes nothing: a job scheduled for later stays scheduled for later, and a failed job's
+// retry makes it due now without a second copy of it becoming claimable.
+TEST_P(JobsTest, RetryOfAPendingJobKeepsItsScheduleAndAFailedJobIsClaimedOnce) {
+  JobSpec later = Job("k");
+  later.scheduled_at = t0() + std::chrono::hours(1);
+  const std::string id = Enqueue(later);
+  EXPECT_EQ(jobs_->RetryJob({id}).code(), StatusCode::kConflict);
+  EXPECT_TRUE(Claim(10).empty()) << "the refused retry made a job scheduled for later due now";
+  EXPECT_EQ(Show(Get(id).scheduled_at), Show(t0() + std::chrono::hours(1)));
+
+  const std::string failing = Enqueue(Job("k"));
+  auto claimed = Claim(10);
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kRetry, "later", std::chrono::hours(2)));
+  ASSERT_EQ(Get(failing).status, JobStatus::kFailed);
+  OCTOP_ASSERT_OK(jobs_->RetryJob({failing}));
+  auto again = Claim(10);
+  ASSERT_EQ(again.size(), 1u) << "the retried job, once";
+  EXPECT_EQ(again[0].id, failing);
+  EXPECT_TRUE(Claim(10).empty());
+}
+
 TEST_P(JobsTest, RetryJobErrors) {
   const std::string id = Enqueue(Job("k"));
   Status pending = jobs_->RetryJob({id});

@@ -233,7 +233,7 @@ WHERE j.id = r.id AND j.attempt_token = r.attempt_token AND j.status = 'running'
 WITH current_row AS (SELECT status FROM {ns}.octop_jobs WHERE id = $2::uuid),
 touched AS (
   UPDATE {ns}.octop_waiting_jobs SET scheduled_at = COALESCE($1::timestamptz, now())
-  WHERE id = $2::uuid
+  WHERE id = $2::uuid AND (SELECT status FROM current_row) = 'failed'  -- a pending job keeps its schedule
   RETURNING id),
 updated AS (
   UPDATE {ns}.octop_jobs
