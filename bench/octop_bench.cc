@@ -40,6 +40,7 @@
 #include <nlohmann/json.hpp>
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <octop/queue.h>
@@ -334,6 +335,43 @@ std::unique_ptr<JobQueue> OpenQueue(Backend& backend, int pool_size = 8) {
               "JobQueue::Open");
 }
 
+// CPU time spent while a figure runs, to set against the 2 cores' budget (docs/performance.md, "Where the
+// time goes"): the whole machine's (every process: PostgreSQL, its WAL writer, this process; /proc/stat, busy
+// ticks only) and this process's alone (getrusage).
+struct CpuSample {
+  double machine_s = 0;
+  double self_s = 0;
+};
+
+CpuSample SampleCpu() {
+  CpuSample sample;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq;
+  sample.machine_s =
+      static_cast<double>(user + nice + system + irq + softirq) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  sample.self_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  return sample;
+}
+
+void AddCpu(Backend& backend, Sink& sink, const std::string& figure, int concurrency, int jobs,
+            const CpuSample& used) {
+  const nlohmann::json params = {{"figure", figure}, {"concurrency", concurrency}, {"jobs", jobs}};
+  sink.Add(backend.name(), "cpu_us_per_job", params, used.machine_s * 1e6 / jobs, "us");
+  sink.Add(backend.name(), "client_cpu_us_per_job", params, used.self_s * 1e6 / jobs, "us");
+}
+
+CpuSample Since(const CpuSample& from) {
+  const CpuSample now = SampleCpu();
+  return {now.machine_s - from.machine_s, now.self_s - from.self_s};
+}
+
 void Preinsert(JobQueue& producer, int jobs) {
   constexpr int kBatch = 1000;
   for (int done = 0; done < jobs; done += kBatch) {
@@ -352,12 +390,15 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
     Check(worker->RegisterHandler(kKind, [](const JobContext&) { return JobResult::Done(); }),
           "RegisterHandler");
     Check(worker->AddWorkers("default", concurrency), "AddWorkers");
+    const CpuSample cpu0 = SampleCpu();
     const auto t0 = Steady::now();
     Check(worker->Start(), "Start");
     const auto t1 = WaitForCompletions(*worker, jobs);
+    const CpuSample used = Since(cpu0);
     const double seconds = std::chrono::duration<double>(t1 - t0).count();
     sink.Add(backend.name(), "throughput_preinserted", {{"concurrency", concurrency}, {"jobs", jobs}},
              jobs / seconds, "jobs/s");
+    AddCpu(backend, sink, "preinserted", concurrency, jobs, used);
     worker->Shutdown();
   }
   backend.EndFigure();
@@ -367,7 +408,7 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
 // one at a time; jobs/s from the first enqueue to the last completion. `before_start` runs once the workers'
 // queue has migrated the figure's namespace, before anything is enqueued.
 double EnqueueDrain(Backend& backend, int concurrency, int jobs,
-                    const std::function<void()>& before_start = {}) {
+                    const std::function<void()>& before_start = {}, CpuSample* cpu_used = nullptr) {
   auto worker = OpenQueue(backend);
   if (before_start) before_start();
   Check(worker->RegisterHandler(kKind, [](const JobContext&) { return JobResult::Done(); }),
@@ -397,6 +438,7 @@ double EnqueueDrain(Backend& backend, int concurrency, int jobs,
       }
     });
   }
+  const CpuSample cpu0 = SampleCpu();
   const auto t0 = Steady::now();
   {
     std::lock_guard lock(mu);
@@ -406,15 +448,18 @@ double EnqueueDrain(Backend& backend, int concurrency, int jobs,
   for (std::thread& t : threads) t.join();
   if (failures.load() > 0) throw std::runtime_error(std::to_string(failures.load()) + " enqueues failed");
   const auto t1 = WaitForCompletions(*worker, jobs);
+  if (cpu_used != nullptr) *cpu_used = Since(cpu0);
   worker->Shutdown();
   return jobs / std::chrono::duration<double>(t1 - t0).count();
 }
 
 void ThroughputEnqueueDrain(Backend& backend, Sink& sink, int concurrency, int jobs) {
   backend.NewFigure("drain" + std::to_string(concurrency));
-  const double rate = EnqueueDrain(backend, concurrency, jobs);
+  CpuSample used;
+  const double rate = EnqueueDrain(backend, concurrency, jobs, {}, &used);
   sink.Add(backend.name(), "throughput_enqueue_drain",
            {{"concurrency", concurrency}, {"jobs", jobs}, {"producers", kProducers}}, rate, "jobs/s");
+  AddCpu(backend, sink, "enqueue_drain", concurrency, jobs, used);
   backend.EndFigure();
 }
 
