@@ -90,6 +90,7 @@ claimed AS (
       expires_at = COALESCE($1::timestamptz, now()) + $5::interval,
       worker_id = $6
   WHERE j.id = ANY (ARRAY(SELECT id FROM taken))
+    AND j.status IN ('pending', 'failed')  -- a waiting row always has such a job; never take one that is not
   RETURNING j.id, j.queue, j.kind, j.payload, j.priority, j.scheduled_at, j.status, j.attempt, j.max_retries,
             j.attempt_token, j.last_error, j.created_at, j.started_at, j.completed_at, j.expires_at, j.unique_key,
             j.worker_id),
