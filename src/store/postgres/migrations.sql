@@ -212,7 +212,7 @@ WHERE status IN ('failed', 'frozen');
 
 -- name: Migration7JobSets
 -- octop_0004_job_sets: the queue's working sets in tables of their own, so that a claim and a completion change no
--- indexed column of octop_jobs (docs/store.md, "Jobs: the layout"). octop_jobs keeps its primary key and the
+-- indexed column of octop_jobs (docs/store.md §8.5). octop_jobs keeps its primary key and the
 -- created_at index; with room left in each page (fillfactor) its updates are HOT: no index entry is written.
 -- * octop_waiting_jobs: one row per job waiting to run (pending, or failed waiting for its retry), in claim order;
 --   a claim deletes it, a retry or a release puts it back.

@@ -1,13 +1,10 @@
 // PostgresJobStore: the JobStore of the cluster backend (store/job_store.h for the contract, jobs.sql and
 // docs/store.md for the SQL). Claims are one statement with FOR UPDATE SKIP LOCKED; a batch of completions is
-// one statement over arrays; wake-ups go out after the enqueue's commit (WakeupSender).
+// one statement over arrays; concurrent enqueues are written in groups (EnqueueGroups); wake-ups go out after
+// the enqueue's commit (WakeupSender).
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <iterator>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>

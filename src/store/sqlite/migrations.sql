@@ -163,7 +163,7 @@ WHERE status IN ('failed', 'frozen');
 -- octop_0004_job_sets. On PostgreSQL this moves the queue's working sets into tables of their own, so that claims
 -- and completions are HOT updates; SQLite has no HOT to win (an UPDATE rewrites only the indexes whose columns
 -- or predicates it touches, and the one writer at a time bounds the rest), so the layout of octop_0003 stays
--- (docs/store.md, "Jobs: the layout"). What it does change: the unique-key index holds only jobs that have a key
+-- (docs/store.md §8.5). What it does change: the unique-key index holds only jobs that have a key
 -- (SQLite indexes NULLs, so every job was in it, and every claim and completion rewrote its entry).
 DROP INDEX octop_jobs_unique_key;
 CREATE UNIQUE INDEX octop_jobs_unique_key ON octop_jobs (unique_key)
