@@ -316,7 +316,7 @@ TEST_F(PostgresSpecificTest, SettingsRunInTheStatementsTransactionAndEndWithIt) 
   postgres::PgConnection& conn = **opened;
   const std::string settings = "SELECT set_config('enable_seqscan', 'off', true)";
   const std::string probe = "SELECT current_setting('enable_seqscan'), $1::text, txid_current_if_assigned()";
-  auto r = conn.ExecPreparedWithSettings(settings, "probe", probe, {std::string("x")});
+  auto r = conn.ExecPreparedWithSettings("settings", settings, "probe", probe, {std::string("x")});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->Text(0, 0), "off");
   EXPECT_EQ(r->Text(0, 1), "x");
@@ -327,7 +327,7 @@ TEST_F(PostgresSpecificTest, SettingsRunInTheStatementsTransactionAndEndWithIt) 
 
   // One transaction: a write before a failing statement does not stay.
   ASSERT_TRUE(conn.Exec("CREATE TEMP TABLE pipeline_probe (n int)").ok());
-  auto failed = conn.ExecPreparedWithSettings("INSERT INTO pipeline_probe VALUES (1)", "divide",
+  auto failed = conn.ExecPreparedWithSettings("insert", "INSERT INTO pipeline_probe VALUES (1)", "divide",
                                               "SELECT 1 / $1::int", {std::string("0")});
   EXPECT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("division by zero"), std::string::npos)
@@ -337,13 +337,14 @@ TEST_F(PostgresSpecificTest, SettingsRunInTheStatementsTransactionAndEndWithIt) 
   EXPECT_EQ(count->Text(0, 0), "0");
 
   // Failing settings: the statement does not run, and the failure is the settings'.
-  auto bad = conn.ExecPreparedWithSettings("SELECT set_config('no_such.setting', 'x', true), 1 / 0", "probe",
-                                           probe, {std::string("y")});
+  auto bad =
+      conn.ExecPreparedWithSettings("bad settings", "SELECT set_config('no_such.setting', 'x', true), 1 / 0",
+                                    "probe", probe, {std::string("y")});
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("division by zero"), std::string::npos) << bad.status().ToString();
   EXPECT_FALSE(conn.broken());
   EXPECT_FALSE(conn.in_transaction());
-  auto again = conn.ExecPreparedWithSettings(settings, "probe", probe, {std::string("z")});
+  auto again = conn.ExecPreparedWithSettings("settings", settings, "probe", probe, {std::string("z")});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->Text(0, 1), "z");
 }

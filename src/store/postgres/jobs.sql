@@ -341,7 +341,8 @@ notified AS (SELECT pg_notify('octop_jobs', $4 || name) FROM upserted WHERE NOT 
 SELECT (SELECT count(*) FROM upserted), (SELECT count(*) FROM notified);
 
 -- name: ListQueues
-SELECT name, paused FROM {ns}.octop_queues ORDER BY name;
+-- Sorted by the store (bytes), as SQLite sorts.
+SELECT name, paused FROM {ns}.octop_queues;
 
 -- name: DeleteFinishedJobs
 -- $2 final statuses, $3 older_than, $4 limit per call.

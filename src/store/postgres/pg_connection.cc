@@ -139,19 +139,27 @@ Status PgConnection::Prepare(const std::string& name, const std::string& sql) {
   return Status::Ok();
 }
 
-Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& settings, const std::string& name,
-                                                        const std::string& sql, const PgParams& params) {
-  OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
+std::vector<const char*> PgConnection::Values(const PgParams& params) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+
+Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& settings_name,
+                                                        const std::string& settings_sql,
+                                                        const std::string& name, const std::string& sql,
+                                                        const PgParams& params) {
+  OCTOP_RETURN_IF_ERROR(Prepare(settings_name, settings_sql));
+  OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
+  const std::vector<const char*> values = Values(params);
   if (PQenterPipelineMode(conn_) != 1) return FailureStatus(nullptr, "entering pipeline mode for " + name);
-  const bool sent =
-      PQsendQueryParams(conn_, settings.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
-      PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                          nullptr,
-                          /*resultFormat=*/0) == 1 &&
-      PQpipelineSync(conn_) == 1;
+  const bool sent = PQsendQueryPrepared(conn_, settings_name.c_str(), 0, nullptr, nullptr, nullptr,
+                                        /*resultFormat=*/0) == 1 &&
+                    PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(),
+                                        nullptr, nullptr,
+                                        /*resultFormat=*/0) == 1 &&
+                    PQpipelineSync(conn_) == 1;
   // Every result up to the sync is read, whatever happened, so that the connection leaves pipeline mode
   // clean: one result (then a null) per query, then the sync's.
   std::optional<Status> failure;
@@ -188,9 +196,7 @@ Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& setti
 Result<PgResult> PgConnection::ExecPrepared(const std::string& name, const std::string& sql,
                                             const PgParams& params) {
   OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::vector<const char*> values = Values(params);
   return Check(
       PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
                      /*resultFormat=*/0),
@@ -198,9 +204,7 @@ Result<PgResult> PgConnection::ExecPrepared(const std::string& name, const std::
 }
 
 Result<PgResult> PgConnection::ExecParams(const std::string& sql, const PgParams& params) {
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::vector<const char*> values = Values(params);
   return Check(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
                             nullptr, nullptr, /*resultFormat=*/0),
                "query");

@@ -69,13 +69,14 @@ class PgConnection {
   // Runs the statement `sql` under the prepared name `name`, preparing it on this connection the first time.
   // The same name must always come with the same text.
   Result<PgResult> ExecPrepared(const std::string& name, const std::string& sql, const PgParams& params);
-  // Runs `settings` (a statement without parameters, e.g. SELECT set_config(..., true)) and then the prepared
-  // statement in one round trip and one transaction (libpq pipeline mode: both run in the implicit
-  // transaction that ends at the pipeline's sync), so transaction-local settings made by `settings` are in
-  // force while the statement is planned and run, and gone after. Returns the statement's result; if
-  // `settings` fails, its failure.
-  Result<PgResult> ExecPreparedWithSettings(const std::string& settings, const std::string& name,
-                                            const std::string& sql, const PgParams& params);
+  // Runs the prepared statement `settings_sql` (no parameters, e.g. SELECT set_config(..., true)) and then
+  // the prepared statement `sql`, each under its name and prepared the first time as ExecPrepared does, in
+  // one round trip and one transaction (libpq pipeline mode: both run in the implicit transaction that ends
+  // at the pipeline's sync), so transaction-local settings are in force while the statement is planned and
+  // run, and gone after. Returns the statement's result; if the settings fail, their failure.
+  Result<PgResult> ExecPreparedWithSettings(const std::string& settings_name, const std::string& settings_sql,
+                                            const std::string& name, const std::string& sql,
+                                            const PgParams& params);
   // Runs one statement with bound parameters, unprepared (migrations, one-off catalog queries).
   Result<PgResult> ExecParams(const std::string& sql, const PgParams& params);
   // Runs one or more statements without parameters (simple query protocol: DDL scripts, BEGIN/COMMIT).
@@ -97,6 +98,8 @@ class PgConnection {
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
   Result<PgResult> Check(PGresult* result, std::string_view what);
   Status Prepare(const std::string& name, const std::string& sql);
+  // The values of `params` as libpq takes them (nullptr for NULL), pointing into `params`.
+  static std::vector<const char*> Values(const PgParams& params);
 
   PGconn* conn_;
   bool broken_ = false;

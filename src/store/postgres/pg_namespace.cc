@@ -202,10 +202,10 @@ Result<PgResult> PgNamespace::Run(const Statement& statement, const PgParams& pa
   return conn->ExecPrepared(statement.name, statement.text, params);
 }
 
-Result<PgResult> PgNamespace::RunWithSettings(const std::string& settings, const Statement& statement,
+Result<PgResult> PgNamespace::RunWithSettings(const Statement& settings, const Statement& statement,
                                               const PgParams& params) {
   OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
-  return conn->ExecPreparedWithSettings(settings, statement.name, statement.text, params);
+  return conn->ExecPreparedWithSettings(settings.name, settings.text, statement.name, statement.text, params);
 }
 
 Result<WallTime> PgNamespace::DatabaseNow() {

@@ -70,7 +70,7 @@ class PgNamespace {
   // Runs a statement of this namespace on a pooled connection.
   Result<PgResult> Run(const Statement& statement, const PgParams& params);
   // Run, after `settings` in the same transaction and round trip (PgConnection::ExecPreparedWithSettings).
-  Result<PgResult> RunWithSettings(const std::string& settings, const Statement& statement,
+  Result<PgResult> RunWithSettings(const Statement& settings, const Statement& statement,
                                    const PgParams& params);
 
   Result<WallTime> DatabaseNow();

@@ -108,8 +108,6 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
  public:
   PostgresJobStore(std::unique_ptr<PgNamespace> ns, MigrationLine line)
       : PgStoreBase(std::move(ns), line),
-        claim_settings_(sql::kClaimSettings),
-        index_plan_settings_(sql::kIndexPlanSettings),
         enqueue_jobs_(Make("EnqueueJobs", sql::kEnqueueJobs)),
         find_live_keys_(Make("FindLiveJobsByKeys", sql::kFindLiveJobsByKeys)),
         claim_jobs_(Make("ClaimJobs", sql::kClaimJobs)),
@@ -130,6 +128,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
         notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
+        claim_settings_(Make("ClaimSettings", sql::kClaimSettings)),
+        index_plan_settings_(Make("IndexPlanSettings", sql::kIndexPlanSettings)),
         enqueue_groups_([this](const std::vector<JobSpec>& jobs) { return EnqueueBatch(jobs); }),
         wakeups_([this](const std::vector<std::string>& queues) { SendWakeups(queues); }) {}
 
@@ -496,12 +496,12 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
                                 {PgNotifyPrefix(ns().schema()), TextArrayLiteral(queues)});
   }
 
-  // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
-  const std::string claim_settings_, index_plan_settings_;
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_,
       renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_,
       job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_,
       notify_job_queues_;
+  // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
+  const Statement claim_settings_, index_plan_settings_;
   EnqueueGroups enqueue_groups_;
   // Last: destroyed first, so its pending wake-ups are sent while the pool is still there.
   WakeupSender wakeups_;
