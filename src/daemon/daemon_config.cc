@@ -109,7 +109,11 @@ class YamlToJson {
   Result<Json> ExpandEnv(const std::string& text, const std::string& path) {
     std::string out;
     for (std::size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '$' && i + 1 < text.size() && text[i + 1] == '{') {
+      // `$${` is a literal `${`, so a shell command can keep its own expansions (docs/configuration.md).
+      if (text.compare(i, 3, "$${") == 0) {
+        out += "${";
+        i += 2;
+      } else if (text[i] == '$' && i + 1 < text.size() && text[i + 1] == '{') {
         std::size_t close = text.find('}', i + 2);
         if (close == std::string::npos)
           return InvalidArgumentError(Where(path) + "unterminated ${ in '" + text + "'");

@@ -44,12 +44,17 @@ async function until(what, condition, timeoutMs) {
 
 // ---- The run log
 
+// Only whole lines are read (a writer may be mid-line); a whole line without a time is the harness's own fault and
+// fails loudly rather than reading as a run at epoch 0.
 function readRuns(logPath) {
   const starts = [];
   const ends = [];
   if (!fs.existsSync(logPath)) return { starts, ends };
-  for (const text of fs.readFileSync(logPath, 'utf8').split('\n')) {
+  const lines = fs.readFileSync(logPath, 'utf8').split('\n');
+  for (const text of lines.slice(0, -1)) {
     const [kind, node, task, ms, how] = text.split(' ');
+    if (kind !== 'S' && kind !== 'E') continue;
+    if (!/^\d{13}$/.test(ms ?? '')) throw new Error(`run log line without a time: ${JSON.stringify(text)}`);
     if (kind === 'S') starts.push({ node, task, ms: Number(ms) });
     if (kind === 'E') ends.push({ node, task, ms: Number(ms), how });
   }
@@ -127,15 +132,18 @@ function startBackstage(name, layout, dir, tasks, port) {
 
 // A shell command that logs like the Backstage node's task function; a TERM (cancel, timeout) ends it as
 // "aborted". The first run of a task with firstRunMs (across all nodes: a flag file) lasts that long.
+// The time comes from bash's EPOCHREALTIME, not date(1): octopd signals the run's whole process group, so a TERM
+// arriving as the run starts would kill a `date` child and log the start without its time. (`$${` is octopd's
+// config escape for the shell's own `${`.)
 function octopTask(task) {
   const script =
-    'log() { echo "$1 $NODE $OCTOP_TASK_ID $(date +%s%3N)$2" >> "$RUN_LOG"; }; ' +
+    'log() { local t=$${EPOCHREALTIME/[.,]/}; echo "$1 $NODE $OCTOP_TASK_ID $${t%???}$2" >> "$RUN_LOG"; }; ' +
     "trap 'log E \" aborted\"; exit 143' TERM; log S; d=$1; " +
     'f="$RUN_LOG.$OCTOP_TASK_ID.ran"; if [ -n "$2" ] && [ ! -e "$f" ]; then echo "$NODE" > "$f"; d=$2; fi; ' +
     'sleep "$d" & wait $!; log E " done"';
   const schedule = { timeout: task.timeout, ...task.octopSchedule };
   return `      - id: ${task.id}\n        schedule: ${JSON.stringify(schedule)}\n` +
-    `        command: { argv: ["/bin/sh", "-c", ${JSON.stringify(script)}, "sh", "${task.runMs / 1000}", ` +
+    `        command: { argv: ["/bin/bash", "-c", ${JSON.stringify(script)}, "sh", "${task.runMs / 1000}", ` +
     `"${task.firstRunMs === undefined ? '' : task.firstRunMs / 1000}"], ` +
     'killGrace: 2s }\n';
 }

@@ -193,6 +193,17 @@ TEST(ParseDaemonConfig, ReadsEveryKey) {
   EXPECT_EQ(c->job_rescue_interval, std::chrono::seconds(3));
 }
 
+TEST(ParseDaemonConfig, ADoubledDollarKeepsABraceForTheShell) {
+  ::setenv("OCTOP_TEST_WORD", "hi", 1);
+  auto c = ParseDaemonConfig(
+      "plugins:\n  p:\n    tasks:\n      - id: a\n        schedule: {frequency: PT1M, timeout: PT1M}\n"
+      "        command: [bash, -c, 'echo $${HOME%/*} $$ $HOME ${OCTOP_TEST_WORD}$${x}']\n",
+      "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(std::get<CommandAction>(c->plugins[0].tasks[0].action).argv[2],
+            "echo ${HOME%/*} $$ $HOME hi${x}");
+}
+
 TEST(ParseDaemonConfig, AZeroWakeClaimIntervalClaimsOnEveryWakeUp) {
   auto c = ParseDaemonConfig("jobs: {wakeClaimInterval: 0s}", "zero.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
