@@ -341,6 +341,8 @@ std::unique_ptr<JobQueue> OpenQueue(Backend& backend, int pool_size = 8) {
 struct CpuSample {
   double machine_s = 0;
   double self_s = 0;
+  // This process's context switches, voluntary and not: a thread waiting or woken.
+  double self_switches = 0;
 };
 
 CpuSample SampleCpu() {
@@ -357,6 +359,7 @@ CpuSample SampleCpu() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
   };
   sample.self_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  sample.self_switches = static_cast<double>(usage.ru_nvcsw + usage.ru_nivcsw);
   return sample;
 }
 
@@ -365,11 +368,12 @@ void AddCpu(Backend& backend, Sink& sink, const std::string& figure, int concurr
   const nlohmann::json params = {{"figure", figure}, {"concurrency", concurrency}, {"jobs", jobs}};
   sink.Add(backend.name(), "cpu_us_per_job", params, used.machine_s * 1e6 / jobs, "us");
   sink.Add(backend.name(), "client_cpu_us_per_job", params, used.self_s * 1e6 / jobs, "us");
+  sink.Add(backend.name(), "client_switches_per_job", params, used.self_switches / jobs, "switches");
 }
 
 CpuSample Since(const CpuSample& from) {
   const CpuSample now = SampleCpu();
-  return {now.machine_s - from.machine_s, now.self_s - from.self_s};
+  return {now.machine_s - from.machine_s, now.self_s - from.self_s, now.self_switches - from.self_switches};
 }
 
 void Preinsert(JobQueue& producer, int jobs) {

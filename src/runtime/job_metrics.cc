@@ -85,30 +85,26 @@ void JobMetrics::Completed(const std::string& queue, const std::string& kind, st
   c->Increment();
 }
 
-void JobMetrics::Ran(const std::string& queue, const std::string& kind, double seconds) {
+JobMetrics::Series JobMetrics::SeriesFor(const std::string& queue, const std::string& kind) {
   std::lock_guard lock(mu_);
   const Key labels = LabelsLocked(queue, kind);
-  auto& h = duration_cache_[labels];
-  if (h == nullptr)
-    h = &duration_->Add({{"queue", labels.first}, {"kind", labels.second}}, DurationBuckets());
-  h->Observe(seconds);
-}
-
-void JobMetrics::Started(const std::string& queue, double latency_seconds) {
-  std::lock_guard lock(mu_);
-  auto it = latency_cache_.find(queue);
-  if (it == latency_cache_.end()) {
-    it = latency_cache_.emplace(queue, &latency_->Add({{"queue", queue}}, LatencyBuckets())).first;
+  Series series;
+  auto& duration = duration_cache_[labels];
+  if (duration == nullptr)
+    duration = &duration_->Add({{"queue", labels.first}, {"kind", labels.second}}, DurationBuckets());
+  series.duration = duration;
+  auto latency = latency_cache_.find(labels.first);
+  if (latency == latency_cache_.end()) {
+    latency =
+        latency_cache_.emplace(labels.first, &latency_->Add({{"queue", labels.first}}, LatencyBuckets()))
+            .first;
   }
-  it->second->Observe(latency_seconds < 0 ? 0 : latency_seconds);
-}
-
-void JobMetrics::RunningDelta(const std::string& queue, double delta) {
-  std::lock_guard lock(mu_);
-  auto it = running_cache_.find(queue);
-  if (it == running_cache_.end())
-    it = running_cache_.emplace(queue, &running_->Add({{"queue", queue}})).first;
-  it->second->Increment(delta);
+  series.latency = latency->second;
+  auto running = running_cache_.find(labels.first);
+  if (running == running_cache_.end())
+    running = running_cache_.emplace(labels.first, &running_->Add({{"queue", labels.first}})).first;
+  series.running = running->second;
+  return series;
 }
 
 void JobMetrics::Rescued(double count) { rescued_->Increment(count); }

@@ -9,11 +9,13 @@
 //   octop_jobs_rescued_total                       counter: expired runs put back by this node's rescuer
 //   octop_jobs_deleted_total                       counter: finished jobs removed by the retention cleanup
 //
-// The per-label instruments are looked up once and cached, so the hot path costs one map lookup under a
-// mutex. Queue and kind names come from whoever enqueues, so the label values are bounded: a queue or kind
-// this node works (AddKnownQueue, AddKnownKind) always has its own; of the others, the first
-// kMaxOtherLabelValues names each get one too, and any further name is counted as "other"
-// (docs/reliability.md, "Threat model").
+// The per-label instruments are looked up once and cached. A queue's workers resolve the instruments of a
+// (queue, kind) once (SeriesFor) and then update them without any lock of this class: a job's start and end
+// cost a few atomic adds and two histogram observations, not map lookups under one mutex shared by every
+// worker thread (docs/performance.md, "Where the time goes"). Queue and kind names come from whoever
+// enqueues, so the label values are bounded: a queue or kind this node works (AddKnownQueue, AddKnownKind)
+// always has its own; of the others, the first kMaxOtherLabelValues names each get one too, and any further
+// name is counted as "other" (docs/reliability.md, "Threat model").
 //
 // Ownership: shares the registry with whoever serializes it (octopd's /metrics). Thread-safety: all methods
 // may be called from any thread.
@@ -44,12 +46,18 @@ class JobMetrics {
   static const std::vector<double>& DurationBuckets();
   static const std::vector<double>& LatencyBuckets();
 
+  // The instruments a worker updates for each job of one queue and kind. The pointers live as long as the
+  // registry; prometheus-cpp's counters and gauges are atomics and a histogram locks only itself.
+  struct Series {
+    prometheus::Gauge* running = nullptr;       // octop_jobs_running{queue}
+    prometheus::Histogram* latency = nullptr;   // octop_jobs_start_latency_seconds{queue}
+    prometheus::Histogram* duration = nullptr;  // octop_jobs_duration_seconds{queue,kind}
+  };
+  Series SeriesFor(const std::string& queue, const std::string& kind);
+
   void Enqueued(const std::string& queue, const std::string& kind);
   // `result`: success | retry | failed | cancelled | fenced.
   void Completed(const std::string& queue, const std::string& kind, std::string_view result);
-  void Ran(const std::string& queue, const std::string& kind, double seconds);
-  void Started(const std::string& queue, double latency_seconds);
-  void RunningDelta(const std::string& queue, double delta);
   void Rescued(double count);
   void Deleted(double count);
   void AddKnownQueue(const std::string& queue);

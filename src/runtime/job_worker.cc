@@ -189,12 +189,17 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
     runs.reserve(claimed->size());
     for (JobInfo& row : *claimed) {
       auto run = std::make_shared<Run>();
-      auto entry = context_.handlers.Find(row.kind);
-      run->timeout = entry != nullptr ? entry->options.timeout.value_or(fallback) : fallback;
+      run->entry = context_.handlers.Find(row.kind);
+      run->timeout = run->entry != nullptr ? run->entry->options.timeout.value_or(fallback) : fallback;
+      auto series = series_.find(row.kind);
+      if (series == series_.end())
+        series = series_.emplace(row.kind, context_.metrics->SeriesFor(queue_, row.kind)).first;
+      run->series = series->second;
       run->claimed_at = after;
       run->row = std::move(row);
       runs.push_back(std::move(run));
     }
+    int workers = 0;
     {
       std::lock_guard lock(mu_);
       for (auto& run : runs) {
@@ -202,8 +207,16 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
         ready_.push_back(run);
         ++busy_;
       }
+      workers = static_cast<int>(workers_.size());
     }
-    work_cv_.notify_all();
+    // One wake-up per job: under a stream of enqueues a claim takes a few jobs, and waking every idle worker
+    // for them costs each of the others a wake-up and a wait for nothing. A worker that is busy now takes
+    // what is left when it finishes (it reads ready_ before it waits).
+    if (static_cast<int>(runs.size()) >= workers) {
+      work_cv_.notify_all();
+    } else {
+      for (std::size_t i = 0; i < runs.size(); ++i) work_cv_.notify_one();
+    }
   }
   if (!claimed->empty()) early_polls_ = 0;
   if (static_cast<int>(claimed->size()) >= params.limit) return true;
@@ -273,6 +286,7 @@ void JobQueueWorker::WorkerLoop() {
     std::shared_ptr<Run> run;
     bool wake = false;
     bool stale = false;
+    bool cancelled = false;
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
@@ -288,6 +302,7 @@ void JobQueueWorker::WorkerLoop() {
       } else {
         run->started = true;
         run->deadline = now + run->timeout;
+        cancelled = run->cancelled;
       }
       if (waiting_for_slot_ && WantLocked() > 0) {
         waiting_for_slot_ = false;
@@ -299,7 +314,7 @@ void JobQueueWorker::WorkerLoop() {
       Release({run}, "waited longer than the prefetch time-to-live");
       continue;
     }
-    Execute(run);
+    Execute(run, cancelled);
   }
 }
 
@@ -312,63 +327,60 @@ std::chrono::milliseconds JobQueueWorker::Backoff(int attempt) {
   return context_.options.retry.Delay(attempt, unit);
 }
 
-void JobQueueWorker::Execute(const std::shared_ptr<Run>& run) {
-  const JobInfo& row = run->row;
-  context_.metrics->RunningDelta(queue_, 1);
-  JobContext job{.id = row.id,
-                 .kind = row.kind,
-                 .queue = row.queue,
-                 .payload = row.payload,
-                 .attempt = row.attempt,
-                 .max_retries = row.max_retries,
-                 .stop_token = run->stop.get_token()};
-  auto entry = context_.handlers.Find(row.kind);
+void JobQueueWorker::Execute(const std::shared_ptr<Run>& run, bool cancelled_before_start) {
+  // The worker's locks per job: mu_ when it took the job (WorkerLoop) and once here at its end, and the
+  // completer's; metrics and the handler were resolved at the claim (docs/performance.md).
+  JobInfo& row = run->row;
+  const JobMetrics::Series& series = run->series;
+  series.running->Increment();
   const SteadyTime start = context_.clock->SteadyNow();
   if (row.started_at.has_value()) {
     // Start latency on the database's clock: the claim's time plus how long the job waited here.
     const WallTime due = std::max(row.scheduled_at, row.created_at);
     const auto waited = std::chrono::duration_cast<WallTime::duration>(start - run->claimed_at);
-    context_.metrics->Started(queue_, std::chrono::duration<double>(*row.started_at + waited - due).count());
-  }
-  bool cancelled_before_start = false;
-  {
-    std::lock_guard lock(mu_);
-    cancelled_before_start = run->cancelled;
+    series.latency->Observe(
+        std::max(0.0, std::chrono::duration<double>(*row.started_at + waited - due).count()));
   }
   JobResult result = JobResult::Fail("No handler for job kind '" + row.kind + "' on this node");
   if (cancelled_before_start) {
     result = JobResult::Cancel("Cancelled before it started");
-  } else if (entry != nullptr && entry->handler) {
+  } else if (run->entry != nullptr && run->entry->handler) {
+    // The payload is read by the handler only: it moves into the context rather than being copied.
+    const JobContext job{.id = row.id,
+                         .kind = row.kind,
+                         .queue = row.queue,
+                         .payload = std::move(row.payload),
+                         .attempt = row.attempt,
+                         .max_retries = row.max_retries,
+                         .stop_token = run->stop.get_token()};
     try {
-      result = entry->handler(job);
+      result = run->entry->handler(job);
     } catch (const std::exception& e) {
       result = JobResult::Fail(e.what());
     } catch (...) {
       result = JobResult::Fail("Unknown error");
     }
   }
-  const double seconds = std::chrono::duration<double>(context_.clock->SteadyNow() - start).count();
-  context_.metrics->Ran(queue_, row.kind, seconds);
-  context_.metrics->RunningDelta(queue_, -1);
+  series.duration->Observe(std::chrono::duration<double>(context_.clock->SteadyNow() - start).count());
+  series.running->Decrement();
   bool timed_out = false;
   bool cancelled = false;
   bool interrupted = false;
+  bool wake = false;
   {
+    // Forgotten before its completion is queued: Shutdown, which waits for busy_ to reach 0, joins this
+    // thread before the completer, so the completion below is never lost.
     std::lock_guard lock(mu_);
     timed_out = run->timed_out;
     cancelled = run->cancelled;
     interrupted = run->interrupted;
-  }
-  completer_.Add(Complete(*run, std::move(result), timed_out, cancelled, interrupted));
-  bool wake = false;
-  {
-    std::lock_guard lock(mu_);
     ForgetLocked(*run);
     if (waiting_for_slot_ && WantLocked() > 0) {
       waiting_for_slot_ = false;
       wake = true;
     }
   }
+  completer_.Add(Complete(*run, std::move(result), timed_out, cancelled, interrupted));
   if (wake) wake_.Notify();
 }
 

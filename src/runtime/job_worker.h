@@ -73,6 +73,10 @@ class JobQueueWorker {
   struct Run {
     JobInfo row;
     std::stop_source stop;
+    // The handler and metric series as of the claim: the worker that starts the job takes no lock to find
+    // them (a handler registered after the claim runs from the next claim on).
+    std::shared_ptr<const JobHandlerRegistry::Entry> entry;
+    JobMetrics::Series series;
     std::chrono::milliseconds timeout{0};
     SteadyTime claimed_at;     // this node's clock, right after the claim returned
     SteadyTime deadline;       // guarded by mu_; set at the start
@@ -87,7 +91,8 @@ class JobQueueWorker {
   // One claim; returns whether to claim again as soon as a slot is free (it filled every free slot, or a job
   // became due while it ran).
   bool Claim(int free, SteadyTime now);
-  void Execute(const std::shared_ptr<Run>& run);
+  // Runs a job a worker took off ready_; `cancelled_before_start` as read when it was taken.
+  void Execute(const std::shared_ptr<Run>& run, bool cancelled_before_start);
   // How many jobs the producer should claim now (0: none): the free slots of concurrency + prefetch, once at
   // most half of the prefetch is left waiting.
   int WantLocked() const;
@@ -119,6 +124,7 @@ class JobQueueWorker {
   SteadyTime last_claim_{};
   std::chrono::steady_clock::time_point last_claim_real_{};  // the end of the last claim, in real time
   int early_polls_ = 0;
+  std::map<std::string, JobMetrics::Series, std::less<>> series_;  // per kind claimed
   bool waiting_for_slot_ = false;  // guarded by mu_: the producer found nothing to claim for and waits
 
   std::mutex rng_mu_;

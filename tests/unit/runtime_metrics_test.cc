@@ -101,10 +101,13 @@ TEST(JobMetricsTest, InventedKindsAndQueuesFoldIntoOtherPastTheBound) {
   for (int i = 0; i < 3000; ++i) {
     metrics.Enqueued("q" + std::to_string(i), "k" + std::to_string(i));
     metrics.Completed("mail", "k" + std::to_string(i), "failed");
+    metrics.SeriesFor("q" + std::to_string(i), "email").running->Increment();
   }
   metrics.Enqueued("mail", "email");  // a worked queue and kind keep their own series, whatever came before
-  metrics.Ran("mail", "email", 0.5);
-  std::size_t enqueued_series = 0, completed_series = 0;
+  const runtime::JobMetrics::Series mail = metrics.SeriesFor("mail", "email");
+  mail.duration->Observe(0.5);
+  EXPECT_EQ(metrics.SeriesFor("mail", "email").duration, mail.duration);  // resolved once, the same series
+  std::size_t enqueued_series = 0, completed_series = 0, running_series = 0;
   double other_enqueued = 0;
   bool email_seen = false;
   for (const prometheus::MetricFamily& family : registry->Collect()) {
@@ -117,6 +120,7 @@ TEST(JobMetricsTest, InventedKindsAndQueuesFoldIntoOtherPastTheBound) {
         email_seen = email_seen || (labels["kind"] == "email" && labels["queue"] == "mail");
       }
       if (family.name == "octop_jobs_completed_total") ++completed_series;
+      if (family.name == "octop_jobs_running") ++running_series;
     }
   }
   const std::size_t bound = runtime::JobMetrics::kMaxOtherLabelValues;
@@ -124,6 +128,7 @@ TEST(JobMetricsTest, InventedKindsAndQueuesFoldIntoOtherPastTheBound) {
   EXPECT_EQ(other_enqueued, 3000.0 - static_cast<double>(bound));
   EXPECT_TRUE(email_seen);
   EXPECT_EQ(completed_series, bound + 1);  // the kinds share the one bound
+  EXPECT_EQ(running_series, bound + 2);    // the worker's series fold the same way: 64 named, "other", mail
 }
 
 }  // namespace
