@@ -39,29 +39,37 @@ class EnqueueGroups {
   }
 
   Result<std::vector<EnqueueResult>> Enqueue(const std::vector<JobSpec>& jobs) {
-    Waiter me{&jobs, std::nullopt};
+    Waiter me{&jobs};
     std::unique_lock lock(mu_);
     waiting_.push_back(&me);
-    while (!me.result) {
-      if (writing_) {
-        cv_.wait(lock);
-        continue;
-      }
-      writing_ = true;
-      std::vector<Waiter*> group;
-      std::size_t items = 0;
-      while (!waiting_.empty() &&
-             (group.empty() || items + waiting_.front()->jobs->size() <= kMaxGroupItems)) {
-        items += waiting_.front()->jobs->size();
-        group.push_back(waiting_.front());
-        waiting_.pop_front();
-      }
-      lock.unlock();
-      std::vector<Result<std::vector<EnqueueResult>>> results = Write(group);
-      lock.lock();
-      for (std::size_t i = 0; i < group.size(); ++i) group[i]->result = std::move(results[i]);
+    if (writing_) {
+      // Woken once: with this caller's result, or to write the next group (the writer hands over to the first
+      // caller still waiting). Not one cv for all: each group's end would wake every waiting caller.
+      me.cv.wait(lock, [&] { return me.result.has_value() || me.lead; });
+      if (me.result) return std::move(*me.result);
+    }
+    writing_ = true;
+    // This caller is the first of waiting_, so its own batch is in the group.
+    std::vector<Waiter*> group;
+    std::size_t items = 0;
+    while (!waiting_.empty() && (group.empty() || items + waiting_.front()->jobs->size() <= kMaxGroupItems)) {
+      items += waiting_.front()->jobs->size();
+      group.push_back(waiting_.front());
+      waiting_.pop_front();
+    }
+    lock.unlock();
+    std::vector<Result<std::vector<EnqueueResult>>> results = Write(group);
+    lock.lock();
+    // Notified under mu_: a caller returns (and its Waiter goes) only after it has the lock again.
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      group[i]->result = std::move(results[i]);
+      if (group[i] != &me) group[i]->cv.notify_one();
+    }
+    if (waiting_.empty()) {
       writing_ = false;
-      cv_.notify_all();
+    } else {
+      waiting_.front()->lead = true;
+      waiting_.front()->cv.notify_one();
     }
     return std::move(*me.result);
   }
@@ -69,6 +77,8 @@ class EnqueueGroups {
  private:
   struct Waiter {
     const std::vector<JobSpec>* jobs;
+    std::condition_variable cv;                                // under mu_
+    bool lead = false;                                         // under mu_: it writes the next group
     std::optional<Result<std::vector<EnqueueResult>>> result;  // set under mu_
   };
 
@@ -95,9 +105,8 @@ class EnqueueGroups {
 
   const Writer writer_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Waiter*> waiting_;
-  bool writing_ = false;
+  std::deque<Waiter*> waiting_;  // not yet in a group, in arrival order
+  bool writing_ = false;         // a group is being written; its writer hands over to waiting_.front()
 };
 
 }  // namespace octop::store

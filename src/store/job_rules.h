@@ -37,8 +37,10 @@ std::string TruncateJobError(std::string_view error);
 // A lower-case canonical UUID text (8-4-4-4-12 hex digits). Lookups by anything else find nothing.
 bool IsJobId(std::string_view id);
 
-// A random (version 4) UUID in lower-case canonical text.
+// A random (version 4) UUID in lower-case canonical text; NewJobIds: `n` of them from one read of the
+// system's random source.
 std::string NewJobId();
+std::vector<std::string> NewJobIds(std::size_t n);
 
 Status NoSuchJob(std::string_view id);
 

@@ -394,7 +394,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   Result<std::vector<EnqueueResult>> EnqueueOn(PgConnection& conn, const std::vector<JobSpec>& jobs,
                                                bool notify) {
     std::vector<EnqueueResult> out(jobs.size());
-    for (EnqueueResult& job : out) job.id = NewJobId();
+    std::vector<std::string> new_ids = NewJobIds(jobs.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i].id = std::move(new_ids[i]);
     std::vector<std::size_t> todo(jobs.size());
     for (std::size_t i = 0; i < todo.size(); ++i) todo[i] = i;
     std::optional<std::string> prefix;
