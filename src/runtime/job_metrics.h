@@ -12,10 +12,10 @@
 // The per-label instruments are looked up once and cached. A queue's workers resolve the instruments of a
 // (queue, kind) once (SeriesFor) and then update them without any lock of this class: a job's start and end
 // cost a few atomic adds and two histogram observations, not map lookups under one mutex shared by every
-// worker thread (docs/performance.md, "Where the time goes"). Queue and kind names come from whoever
-// enqueues, so the label values are bounded: a queue or kind this node works (AddKnownQueue, AddKnownKind)
-// always has its own; of the others, the first kMaxOtherLabelValues names each get one too, and any further
-// name is counted as "other" (docs/reliability.md, "Threat model").
+// worker thread (docs/performance.md, "Client-side cost per job"). Queue and kind names come from
+// whoever enqueues, so the label values are bounded: a queue or kind this node works (AddKnownQueue,
+// AddKnownKind) always has its own; of the others, the first kMaxOtherLabelValues names each get one too, and
+// any further name is counted as "other" (docs/reliability.md, "Threat model").
 //
 // Ownership: shares the registry with whoever serializes it (octopd's /metrics). Thread-safety: all methods
 // may be called from any thread.

@@ -86,16 +86,16 @@ bool IsJobId(std::string_view id) {
 
 std::vector<std::string> NewJobIds(std::size_t n) {
   // One getrandom(2) call for the batch. libuuid's uuid_generate_random makes several system calls per id
-  // (it reseeds a fallback generator from getpid/getuid every time): measured, more CPU than the rest of a
-  // grouped enqueue's client side (docs/performance.md, "Where the time goes"). libuuid still writes the
-  // text.
+  // (it reseeds a fallback generator from getpid/getuid every time): measured, 6 % of the client's CPU in
+  // the enqueue+drain figure (docs/performance.md, "Client-side cost per job"). libuuid still
+  // writes the text.
   std::vector<unsigned char> bytes(16 * n);
   std::size_t filled = 0;
   while (filled < bytes.size()) {
     const ssize_t got = ::getrandom(bytes.data() + filled, bytes.size() - filled, 0);
     if (got > 0) {
       filled += static_cast<std::size_t>(got);
-    } else if (got < 0 && errno != EINTR) {
+    } else if (got == 0 || errno != EINTR) {  // no source (never on Linux >= 3.17): libuuid's own way
       for (std::size_t i = filled / 16 * 16; i < bytes.size(); i += 16) uuid_generate_random(&bytes[i]);
       filled = bytes.size();
     }
