@@ -1,9 +1,10 @@
 // EnqueueGroups: concurrent enqueues of one store written together (group commit on the client's side). While
 // one batch is being written, the batches of the callers that arrive meanwhile wait; the first of them then
 // writes them all as one batch: one statement and one commit. With 8 threads enqueueing one job at a time
-// that is one WAL flush for several jobs instead of one each (docs/performance.md, "Enqueue in groups"). A
-// caller alone is written at once. Each caller gets its own results, in its own order; when a group fails,
-// each batch of it is written again on its own, so a batch the database refuses fails its own caller only.
+// that is one WAL flush for several jobs instead of one each (docs/store.md §8.3, EnqueueJobs; measured in
+// docs/performance.md, "Statements per job"). A caller alone is written at once. Each caller gets its own
+// results, in its own order; when a group fails, each batch of it is written again on its own, so a batch the
+// database refuses fails its own caller only.
 //
 // Thread-safety: Enqueue may be called from any number of threads; the writer runs on one of them at a time.
 #ifndef OCTOP_STORE_ENQUEUE_GROUPS_H_
