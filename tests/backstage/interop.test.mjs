@@ -427,12 +427,19 @@ for (const [index, layout] of layouts(base).entries()) {
     }
     // When a Backstage node registers cron5s, it pulls the row back to one second before the next occurrence
     // even if that occurrence has just run (octop's registration does not: docs/scheduler.md), so whichever node
-    // claims next repeats it. The registrations, from the Backstage nodes' own logs:
+    // claims next repeats it: the claim right after the registration runs that occurrence a second early, and the
+    // release sets the row to the occurrence itself, which runs again. So the registration that explains a
+    // repeated occurrence comes after the task's run before the pair and before the pair's last run (under load
+    // an octop node, not Backstage, may be the one that claims right after it). The registrations, from the
+    // Backstage nodes' own logs:
     const registrations = fs.readdirSync(dir).filter((f) => /^bs\d*\.log$/.test(f)).flatMap((f) =>
       [...fs.readFileSync(path.join(dir, f), 'utf8').matchAll(
         /(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)\S* .*Registered scheduled task: cron5s\b/g)]
         .map((m) => Date.parse(m[1])));
-    const rewoundByBackstage = (runs) => registrations.some((t) => t > runs[0].ms && t < runs[runs.length - 1].ms);
+    const rewoundByBackstage = (runs) => {
+      const before = cronRuns.filter((r) => r.ms < runs[0].ms).at(-1);
+      return registrations.some((t) => t > (before?.ms ?? -Infinity) && t < runs[runs.length - 1].ms);
+    };
     // octop never runs an occurrence twice; Backstage itself does, after its own registration or release (it
     // starts a cron run 1 s early and then releases to the same occurrence; docs/scheduler.md), which octop
     // cannot change: those repeats are counted, not failed.
