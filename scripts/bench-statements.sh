@@ -35,6 +35,7 @@ for run in $(seq 1 "$runs"); do
       WITH s AS (
         SELECT CASE WHEN query LIKE '%worker_id = \$6%' THEN 'claim'
                     WHEN query LIKE '%AS c(id, token, outcome, error, delay, ord)%' THEN 'complete'
+                    WHEN query LIKE '%AS c(id, token, ord)%' THEN 'complete'
                     WHEN query LIKE '%AS t(id, queue, kind, payload, priority, at, max_retries, unique_key, ord)%'
                       THEN 'enqueue'
                     ELSE 'other' END AS statement,

@@ -307,6 +307,97 @@ TEST_F(PostgresSpecificTest, AsynchronousClaimsAndWakeUpsLeaveTheSessionDurabili
   EXPECT_EQ(plans, "onon");
 }
 
+// A completion batch that finishes every job of a claim deletes the claim's lease; one that finishes part of
+// it leaves the lease to the rescuer. Both completion statements: a batch of plain successes
+// (CompleteSucceededJobs) and one with any other outcome or an error text (CompleteJobs).
+TEST_F(PostgresSpecificTest, ACompletionBatchThatFinishesAClaimDeletesItsLease) {
+  std::unique_ptr<JobStore> store = OpenJobs(ns_, /*pool_size=*/1);  // one session: its prepared statements
+  ASSERT_NE(store, nullptr);
+  auto prepared = [&](const std::string& name) {
+    bool found = false;
+    Status s = store->WithTransaction([&](Transaction& tx) -> Status {
+      OCTOP_ASSIGN_OR_RETURN(
+          SqlRows rows, tx.Execute("SELECT count(*) FROM pg_prepared_statements WHERE name = $1", {name}));
+      found = rows.rows.at(0).at(0) == "1";
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return found;
+  };
+  auto leases = [&] {
+    long n = -1;
+    Status s = store->WithTransaction([&](Transaction& tx) -> Status {
+      OCTOP_ASSIGN_OR_RETURN(SqlRows rows, tx.Execute("SELECT count(*) FROM octop_job_leases", {}));
+      n = std::stol(rows.rows.at(0).at(0).value_or("-1"));
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return n;
+  };
+  auto done = [](const JobInfo& job, JobOutcome outcome = JobOutcome::kSuccess,
+                 std::optional<std::string> error = std::nullopt) {
+    return JobCompletion{.id = job.id,
+                         .attempt_token = job.attempt_token.value_or(""),
+                         .outcome = outcome,
+                         .error = std::move(error)};
+  };
+  for (const bool plain : {true, false}) {
+    SCOPED_TRACE(plain ? "successes only" : "with an error text");
+    std::vector<JobSpec> specs(3, JobSpec{.kind = "k"});
+    specs[0].unique_key = std::string(plain ? "plain" : "mixed");
+    ASSERT_TRUE(store->EnqueueJobs(specs).ok());
+    auto claimed = store->ClaimJobs({.queue = "default", .limit = 3, .timeout = std::chrono::minutes(5)});
+    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+    ASSERT_EQ(claimed->size(), 3u);
+    EXPECT_EQ(leases(), 1);
+    const std::optional<std::string> error = plain ? std::nullopt : std::optional<std::string>("note");
+    // Part of the claim, plus a stale token: the lease stays.
+    JobCompletion stale = done((*claimed)[2]);
+    stale.attempt_token = "not-the-token";
+    auto first = store->CompleteJobs({done((*claimed)[0], JobOutcome::kSuccess, error), stale});
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_EQ(*first, (std::vector<bool>{true, false}));
+    EXPECT_EQ(leases(), 1);
+    // Prepared on first use: the plain round runs first and prepares only the statement for successes.
+    EXPECT_TRUE(prepared(plain ? "octop_CompleteSucceededJobs" : "octop_CompleteJobs"));
+    if (plain) {
+      EXPECT_FALSE(prepared("octop_CompleteJobs")) << "plain successes took the general statement";
+    }
+    // The rest in a second batch: its count is not the lease's, so the lease still stays.
+    auto second =
+        store->CompleteJobs({done((*claimed)[1]), done((*claimed)[2], JobOutcome::kSuccess, error)});
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(*second, (std::vector<bool>{true, true}));
+    EXPECT_EQ(leases(), 1);
+    for (std::size_t i = 0; i < claimed->size(); ++i) {
+      auto row = store->GetJob((*claimed)[i].id);
+      ASSERT_TRUE(row.ok()) << row.status().ToString();
+      EXPECT_EQ(row->status, JobStatus::kSuccess);
+      EXPECT_EQ(row->last_error, i == 1 ? std::nullopt : error);
+      EXPECT_TRUE(row->completed_at.has_value());
+      EXPECT_FALSE(row->expires_at.has_value());
+    }
+    // The key went with its job: a new job may take it.
+    auto again = store->EnqueueJobs({specs[0]});
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_FALSE(again->front().existing);
+    // A claim finished by one batch loses its lease.
+    auto whole = store->ClaimJobs({.queue = "default", .limit = 3, .timeout = std::chrono::minutes(5)});
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    ASSERT_EQ(whole->size(), 1u);
+    EXPECT_EQ(leases(), 2);
+    auto finished = store->CompleteJobs({done(whole->front(), JobOutcome::kSuccess, error)});
+    ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+    EXPECT_EQ(*finished, std::vector<bool>{true});
+    EXPECT_EQ(leases(), 1);
+    ASSERT_TRUE(store
+                    ->WithTransaction([](Transaction& tx) {
+                      return tx.Execute("DELETE FROM octop_job_leases", {}).status();
+                    })
+                    .ok());
+  }
+}
+
 // PgConnection::ExecPreparedWithSettings: the settings statement and the prepared one run in one transaction
 // (pipeline mode), the settings are in force for the statement and gone after it; a failure of either is
 // reported and leaves a usable session with no transaction open.

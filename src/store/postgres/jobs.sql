@@ -177,6 +177,32 @@ lease_done AS (
   DELETE FROM {ns}.octop_job_leases l USING finished_lease f WHERE l.attempt_token = f.attempt_token)
 SELECT ord FROM updated;
 
+-- name: CompleteSucceededJobs
+-- CompleteJobs for a batch of plain successes (no error text), the common case: $2 ids, $3 attempt tokens. The
+-- same fencing, key release and lease deletion as CompleteJobs, without the outcome, error and delay arrays or
+-- the per-row CASEs, and nothing can wait again, so no waiting row is written. Measured on a batch of 256:
+-- about a seventh less server time than CompleteJobs (docs/performance.md, "Statements per job").
+-- Returns the 1-based positions that were applied.
+WITH c AS (
+  SELECT * FROM unnest($2::uuid[], $3::text[]) WITH ORDINALITY AS c(id, token, ord)),
+updated AS (
+  UPDATE {ns}.octop_jobs j
+  SET status = 'success', completed_at = COALESCE($1::timestamptz, now()), expires_at = NULL, last_error = NULL
+  FROM c
+  WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
+  RETURNING c.ord, c.token, j.id, j.unique_key),
+unkeyed AS (
+  DELETE FROM {ns}.octop_job_keys k USING updated u
+  WHERE u.unique_key IS NOT NULL AND k.unique_key = u.unique_key AND k.job_id = u.id),
+per_lease AS (SELECT token, count(*) AS n FROM updated GROUP BY token),
+finished_lease AS (
+  SELECT l.attempt_token FROM {ns}.octop_job_leases l JOIN per_lease p ON l.attempt_token = p.token
+  WHERE cardinality(l.job_ids) = p.n
+  FOR UPDATE OF l SKIP LOCKED),
+lease_done AS (
+  DELETE FROM {ns}.octop_job_leases l USING finished_lease f WHERE l.attempt_token = f.attempt_token)
+SELECT ord FROM updated;
+
 -- name: RescueExpiredJobs
 -- $2 backoff base, $3 backoff cap, $4 the error, $5 the tokens spared, $6 expired before (NULL: now; LEAST skips
 -- a NULL). Expired leases are locked with SKIP LOCKED (a lease being renewed right now is left to its renewer) and

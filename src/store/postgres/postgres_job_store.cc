@@ -112,6 +112,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         find_live_keys_(Make("FindLiveJobsByKeys", sql::kFindLiveJobsByKeys)),
         claim_jobs_(Make("ClaimJobs", sql::kClaimJobs)),
         complete_jobs_(Make("CompleteJobs", sql::kCompleteJobs)),
+        complete_succeeded_jobs_(Make("CompleteSucceededJobs", sql::kCompleteSucceededJobs)),
         rescue_jobs_(Make("RescueExpiredJobs", sql::kRescueExpiredJobs)),
         renew_job_leases_(Make("RenewJobLeases", sql::kRenewJobLeases)),
         retry_job_(Make("RetryJob", sql::kRetryJob)),
@@ -194,17 +195,31 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     std::vector<bool> applied(completions.size(), false);
     if (completions.empty()) return applied;
     std::vector<std::optional<std::string>> ids, tokens, outcomes, errors, delays;
+    ids.reserve(completions.size());
+    tokens.reserve(completions.size());
     for (const JobCompletion& c : completions) {
       ids.emplace_back(c.id);
       tokens.emplace_back(c.attempt_token);
-      outcomes.emplace_back(OutcomeCode(c.outcome));
-      errors.emplace_back(c.error);
-      delays.emplace_back(FormatInterval(c.retry_delay));
     }
-    OCTOP_ASSIGN_OR_RETURN(PgResult r, ns().RunWithSettings(index_plan_settings_, complete_jobs_,
-                                                            {NowParam(), ArrayLiteral(ids),
-                                                             ArrayLiteral(tokens), ArrayLiteral(outcomes),
-                                                             ArrayLiteral(errors), ArrayLiteral(delays)}));
+    // A batch of plain successes, what a busy queue mostly writes, takes the statement without the other
+    // outcomes' arrays (jobs.sql CompleteSucceededJobs).
+    const bool all_succeeded = std::all_of(
+        completions.begin(), completions.end(),
+        [](const JobCompletion& c) { return c.outcome == JobOutcome::kSuccess && !c.error.has_value(); });
+    PgParams params{NowParam(), ArrayLiteral(ids), ArrayLiteral(tokens)};
+    if (!all_succeeded) {
+      for (const JobCompletion& c : completions) {
+        outcomes.emplace_back(OutcomeCode(c.outcome));
+        errors.emplace_back(c.error);
+        delays.emplace_back(FormatInterval(c.retry_delay));
+      }
+      params.push_back(ArrayLiteral(outcomes));
+      params.push_back(ArrayLiteral(errors));
+      params.push_back(ArrayLiteral(delays));
+    }
+    OCTOP_ASSIGN_OR_RETURN(
+        PgResult r, ns().RunWithSettings(index_plan_settings_,
+                                         all_succeeded ? complete_succeeded_jobs_ : complete_jobs_, params));
     for (int i = 0; i < r.rows(); ++i) {
       const long ord = Count(r, i, 0);
       if (ord >= 1 && static_cast<std::size_t>(ord) <= applied.size())
@@ -497,10 +512,10 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
                                 {PgNotifyPrefix(ns().schema()), TextArrayLiteral(queues)});
   }
 
-  const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, rescue_jobs_,
-      renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_, job_summary_,
-      job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_, set_config_,
-      notify_job_queues_;
+  const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, complete_succeeded_jobs_,
+      rescue_jobs_, renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_,
+      job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_,
+      set_config_, notify_job_queues_;
   // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
   const Statement claim_settings_, index_plan_settings_;
   EnqueueGroups enqueue_groups_;
