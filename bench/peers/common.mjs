@@ -24,22 +24,44 @@ export function Sizes(quick) {
                : { jobs: 20000, latency_jobs: 500, concurrencies: [1, 10, 32], producers: 8 };
 }
 
-// Every figure runs in a database of its own, dropped and re-created, so no figure inherits another's
-// dead tuples, bloated indexes or leftover completed rows.
-export async function FreshDatabase(pgUrl, name) {
+// Drops database `name` of the server at `pgUrl`. The previous figure's connections may still be closing (a pg
+// pool's end() returns once it has asked them to): they get up to 5 s to go before FORCE terminates them, since a
+// connection terminated mid-close raises an error event in the peer's pool.
+async function DropDatabase(client, name) {
+  const gone = async () =>
+    (await client.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name])).rows[0].n === 0;
+  const deadline = Date.now() + 5000;
+  while (!(await gone()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+}
+
+async function WithAdmin(pgUrl, fn) {
   const admin = new URL(pgUrl);
   admin.pathname = '/postgres';
   const client = new pg.Client({ connectionString: admin.toString() });
   await client.connect();
   try {
-    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await client.query(`CREATE DATABASE ${name}`);
+    await fn(client);
   } finally {
     await client.end();
   }
+}
+
+// Every figure runs in a database of its own, dropped and re-created, so no figure inherits another's
+// dead tuples, bloated indexes or leftover completed rows.
+export async function FreshDatabase(pgUrl, name) {
+  await WithAdmin(pgUrl, async (client) => {
+    await DropDatabase(client, name);
+    await client.query(`CREATE DATABASE ${name}`);
+  });
   const url = new URL(pgUrl);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+// The last figure's database, dropped when a peer's script ends.
+export async function DropFigureDatabase(pgUrl, name) {
+  await WithAdmin(pgUrl, (client) => DropDatabase(client, name));
 }
 
 export function Emit(out, system, metric, params, value, unit) {

@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { Logger, makeWorkerUtils, run, runMigrations } from 'graphile-worker';
 import pg from 'pg';
-import { Deferred, Emit, FreshDatabase, Now, ParseArgs, Percentile, Produce, Sizes, WaitFor, Wanted } from './common.mjs';
+import { Deferred, DropFigureDatabase, Emit, FreshDatabase, Now, ParseArgs, Percentile, Produce, Sizes, WaitFor, Wanted } from './common.mjs';
 
 const kSystem = 'graphile-worker';
 const kDatabase = 'bench_graphile';
@@ -36,19 +36,43 @@ function Preset(url, concurrency, events) {
   };
 }
 
+// A pool this script owns and ends, handed to graphile-worker (its `pgPool` option). graphile-worker ends a pool
+// it made without waiting, and takes its error handlers off first: a connection still closing when the next
+// figure drops the database (WITH (FORCE)) then raised an unhandled 'error' and killed the process. With our
+// own pool, `end()` is awaited before the next figure, and a late connection error is only logged.
+function OwnPool(url, max) {
+  const pool = new pg.Pool({ connectionString: url, max });
+  const report = (err) => console.error(`graphile-worker: connection error: ${err.message}`);
+  pool.on('error', report);
+  pool.on('connect', (client) => client.on('error', report));
+  return pool;
+}
+
 // Starts a runner whose only task is `noop` calling `on_job`; resolves once its LISTEN connection is up
-// (before that a new job's NOTIFY could be missed until the next poll).
+// (before that a new job's NOTIFY could be missed until the next poll). `stop()` stops it and ends its pool.
 async function StartWorker(url, concurrency, on_job) {
   const events = new EventEmitter();
   const listening = Deferred();
   events.on('pool:listen:success', () => listening.resolve());
+  const preset = Preset(url, concurrency, events);
+  const pgPool = OwnPool(url, preset.worker.maxPoolSize);
   const runner = await run({
-    preset: Preset(url, concurrency, events),
+    preset,
+    pgPool,
     taskList: { noop: async () => { on_job(); } },
     noHandleSignals: true,
   });
   await listening.promise;
-  return runner;
+  return { stop: async () => { await runner.stop(); await pgPool.end(); } };
+}
+
+// WorkerUtils on a pool of `max` connections; `release()` releases them and ends the pool.
+async function Utils(url, max) {
+  const pgPool = OwnPool(url, max);
+  const utils = await makeWorkerUtils({ preset: { worker: { connectionString: url, maxPoolSize: max, logger } }, pgPool });
+  const release = utils.release.bind(utils);
+  utils.release = async () => { await release(); await pgPool.end(); };
+  return utils;
 }
 
 async function Remaining(client) {
@@ -72,13 +96,18 @@ async function WaitDrained(url, client = undefined) {
 
 async function Prepare(args) {
   const url = await FreshDatabase(args.pgUrl, kDatabase);
-  await runMigrations({ preset: Preset(url, 1, new EventEmitter()) });
+  const pgPool = OwnPool(url, 1);
+  try {
+    await runMigrations({ preset: Preset(url, 1, new EventEmitter()), pgPool });
+  } finally {
+    await pgPool.end();
+  }
   return url;
 }
 
 async function ThroughputPreinserted(args, concurrency, jobs) {
   const url = await Prepare(args);
-  const utils = await makeWorkerUtils({ preset: Preset(url, 1, new EventEmitter()) });
+  const utils = await Utils(url, 1);
   for (let i = 0; i < jobs; i += kBulkChunk) {
     const specs = [];
     for (let j = i; j < Math.min(jobs, i + kBulkChunk); ++j) specs.push({ identifier: 'noop', payload: {} });
@@ -102,7 +131,7 @@ async function ThroughputEnqueueDrain(args, concurrency, jobs, producers) {
   let done = 0;
   const all_ran = Deferred();
   const runner = await StartWorker(url, concurrency, () => { if (++done === jobs) all_ran.resolve(); });
-  const utils = await makeWorkerUtils({ preset: { worker: { connectionString: url, maxPoolSize: producers, logger } } });
+  const utils = await Utils(url, producers);
   await utils.migrate();  // connects once, so pool warm-up is not timed
   const t0 = Now();
   await Produce(jobs, producers, () => utils.addJob('noop', {}));
@@ -118,7 +147,7 @@ async function Latency(args, samples) {
   const url = await Prepare(args);
   let entered = Deferred();
   const runner = await StartWorker(url, 10, () => entered.resolve(Now()));
-  const utils = await makeWorkerUtils({ preset: { worker: { connectionString: url, maxPoolSize: 2, logger } } });
+  const utils = await Utils(url, 2);
   await utils.migrate();
   const probe = new pg.Client({ connectionString: url });
   await probe.connect();
@@ -150,12 +179,7 @@ async function Main() {
     if (Wanted(args, 'enqueue_drain')) await ThroughputEnqueueDrain(args, c, sizes.jobs, sizes.producers);
   }
   if (Wanted(args, 'latency')) await Latency(args, sizes.latency_jobs);
-  const admin = new URL(args.pgUrl);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
-  await client.connect();
-  await client.query(`DROP DATABASE IF EXISTS ${kDatabase} WITH (FORCE)`);
-  await client.end();
+  await DropFigureDatabase(args.pgUrl, kDatabase);
 }
 
 Main().catch((err) => {

@@ -7,7 +7,7 @@
 //   node pgboss.mjs --pg-url URL --out results.jsonl [--quick]
 import PgBoss from 'pg-boss';
 import pg from 'pg';
-import { Deferred, Emit, FreshDatabase, Now, ParseArgs, Percentile, Produce, Sizes, WaitFor, Wanted } from './common.mjs';
+import { Deferred, DropFigureDatabase, Emit, FreshDatabase, Now, ParseArgs, Percentile, Produce, Sizes, WaitFor, Wanted } from './common.mjs';
 
 const kSystem = 'pg-boss';
 const kDatabase = 'bench_pgboss';
@@ -138,12 +138,7 @@ async function Main() {
     if (Wanted(args, 'enqueue_drain')) await ThroughputEnqueueDrain(args, c, sizes.jobs, sizes.producers);
   }
   if (Wanted(args, 'latency')) await Latency(args, sizes.latency_jobs);
-  const admin = new URL(args.pgUrl);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
-  await client.connect();
-  await client.query(`DROP DATABASE IF EXISTS ${kDatabase} WITH (FORCE)`);
-  await client.end();
+  await DropFigureDatabase(args.pgUrl, kDatabase);
 }
 
 Main().catch((err) => {
