@@ -180,8 +180,8 @@ SELECT ord FROM updated;
 -- name: CompleteSucceededJobs
 -- CompleteJobs for a batch of plain successes (no error text), the common case: $2 ids, $3 attempt tokens. The
 -- same fencing, key release and lease deletion as CompleteJobs, without the outcome, error and delay arrays or
--- the per-row CASEs, and nothing can wait again, so no waiting row is written. Measured on a batch of 256:
--- about a seventh less server time than CompleteJobs (docs/performance.md, "Statements per job").
+-- the per-row CASEs, and nothing can wait again, so no waiting row is written: measured, about 8 % less server
+-- time per completed job (docs/store.md §8.3 CompleteJobs).
 -- Returns the 1-based positions that were applied.
 WITH c AS (
   SELECT * FROM unnest($2::uuid[], $3::text[]) WITH ORDINALITY AS c(id, token, ord)),
