@@ -102,7 +102,7 @@ TEST_P(JobsTest, EnqueueStoresEveryColumn) {
   job.scheduled_at = clock_.WallNow() + seconds(30);
   const std::string id = Enqueue(job);
   ASSERT_EQ(id.size(), 36u);
-  EXPECT_EQ(id[14], '4') << "UUID version 4: " << id;
+  EXPECT_EQ(id[14], '7') << "UUID version 7 (docs/store.md, \"Job ids\"): " << id;
   const JobInfo row = Get(id);
   EXPECT_EQ(row.id, id);
   EXPECT_EQ(row.queue, "mail");
