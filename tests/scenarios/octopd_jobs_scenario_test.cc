@@ -111,8 +111,8 @@ TEST_F(OctopdJobsScenario, APostedJobRunsItsCommandWithThePayloadOnStdin) {
   ASSERT_EQ(status, 201) << body.dump();
   EXPECT_EQ(body["existing"], false);
   const std::string id = body["id"];
-  EXPECT_TRUE(
-      std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}")))
+  EXPECT_TRUE(  // a version 7 UUID (docs/store.md §8.1, "Job ids")
+      std::regex_match(id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
       << id;
 
   const fs::path marker = dir_ / ("marker." + id);
