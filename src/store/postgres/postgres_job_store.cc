@@ -194,7 +194,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   Result<std::vector<bool>> CompleteJobs(const std::vector<JobCompletion>& completions) override {
     std::vector<bool> applied(completions.size(), false);
     if (completions.empty()) return applied;
-    std::vector<std::optional<std::string>> ids, tokens, outcomes, errors, delays;
+    std::vector<std::optional<std::string>> ids, tokens;
     ids.reserve(completions.size());
     tokens.reserve(completions.size());
     for (const JobCompletion& c : completions) {
@@ -208,6 +208,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         [](const JobCompletion& c) { return c.outcome == JobOutcome::kSuccess && !c.error.has_value(); });
     PgParams params{NowParam(), ArrayLiteral(ids), ArrayLiteral(tokens)};
     if (!all_succeeded) {
+      std::vector<std::optional<std::string>> outcomes, errors, delays;
       for (const JobCompletion& c : completions) {
         outcomes.emplace_back(OutcomeCode(c.outcome));
         errors.emplace_back(c.error);
