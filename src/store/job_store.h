@@ -137,6 +137,7 @@ inline constexpr std::string_view kJobMigrationNames[] = {
     "octop_0002_config",     // octop_config
     "octop_0003_job_queue",  // + worker_id; unique and claim indexes cover 'failed'; octop_queues; the views
     "octop_0004_job_sets",   // waiting jobs, unique keys and leases in tables of their own (docs/store.md)
+    "octop_0005_lease_ids",  // PostgreSQL: a lease's job ids stored without a compression attempt
 };
 inline constexpr int kLatestJobSchemaVersion = static_cast<int>(std::size(kJobMigrationNames));
 

@@ -1234,7 +1234,7 @@ TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
   auto names = admin().AppliedMigrations(MigrationLine::kJobs);
   OCTOP_ASSERT_OK(names);
   ASSERT_FALSE(names->empty());
-  EXPECT_EQ(names->back(), "octop_0004_job_sets");
+  EXPECT_EQ(names->back(), "octop_0005_lease_ids");
   auto queues = admin().DescribeTable("octop_queues");
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 3u);

@@ -313,12 +313,13 @@ TEST_P(StoreMigrations, UpgradeTheJobLineFromEveryEarlierVersion) {
   }
 }
 
-// The job line's last migration moves the live jobs' working state (docs/store.md, "Jobs: the layout"): every
-// kind of live job written in the previous layout must work after it -- due and future waiting jobs, a failed
-// job waiting for its retry, a running job whose lease expired and one whose lease holds, keys held by live
-// jobs.
+// octop_0004_job_sets moves the live jobs' working state (docs/store.md, "Jobs: the layout"): every kind of
+// live job written in the layout before it must work after the job line's migrations -- due and future
+// waiting jobs, a failed job waiting for its retry, a running job whose lease expired and one whose lease
+// holds, keys held by live jobs.
 TEST_P(StoreMigrations, UpgradeToTheJobSetsKeepsEveryLiveJobWorking) {
-  const int previous = kLatestJobSchemaVersion - 1;
+  static_assert(kJobMigrationNames[3] == "octop_0004_job_sets");
+  const int previous = 3;
   OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kJobs, previous));
   const auto at = [](WallTime t) { return sqlite::FormatTime(t); };
   struct OldJob {

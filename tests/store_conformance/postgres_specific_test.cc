@@ -398,6 +398,50 @@ TEST_F(PostgresSpecificTest, ACompletionBatchThatFinishesAClaimDeletesItsLease) 
   }
 }
 
+// A lease's job ids are stored out of line without a compression attempt (octop_0005_lease_ids;
+// docs/store.md §8.5): a claim of 300 jobs (4.8 kB of ids, past the 2 kB at which PostgreSQL compresses or
+// moves a row's wide values) writes its lease uncompressed in the TOAST table, and the completion that
+// finishes the claim reads the ids' count from it and deletes it.
+TEST_F(PostgresSpecificTest, ALeaseOfAManyJobClaimIsStoredUncompressedOutOfLine) {
+  std::unique_ptr<JobStore> store = OpenJobs(ns_, /*pool_size=*/1);
+  ASSERT_NE(store, nullptr);
+  auto scalar = [&](const std::string& query) {
+    std::optional<std::string> value;
+    Status s = store->WithTransaction([&](Transaction& tx) -> Status {
+      OCTOP_ASSIGN_OR_RETURN(SqlRows rows, tx.Execute(query, {}));
+      if (rows.rows.size() == 1) value = rows.rows.at(0).at(0);
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return value.value_or("<none>");
+  };
+  EXPECT_EQ(scalar("SELECT attstorage FROM pg_attribute WHERE attrelid = 'octop_job_leases'::regclass "
+                   "AND attname = 'job_ids'"),
+            "e");
+  constexpr std::size_t kJobs = 300;
+  ASSERT_TRUE(store->EnqueueJobs(std::vector<JobSpec>(kJobs, JobSpec{.kind = "k"})).ok());
+  auto claimed = store->ClaimJobs({.queue = "default", .limit = 1000, .timeout = std::chrono::minutes(5)});
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), kJobs);
+  // NULL compression method: stored as it is; a stored size below the array's 16 bytes an id would mean it
+  // was compressed.
+  EXPECT_EQ(
+      scalar("SELECT coalesce(pg_column_compression(job_ids), 'none') || ' ' || cardinality(job_ids) || ' ' "
+             "|| (pg_column_size(job_ids) >= 16 * cardinality(job_ids)) FROM octop_job_leases"),
+      "none 300 true");
+  const std::string toast =
+      scalar("SELECT reltoastrelid::regclass FROM pg_class WHERE oid = 'octop_job_leases'::regclass");
+  EXPECT_NE(scalar("SELECT count(*) FROM " + toast), "0") << "the ids were kept in the row";
+  std::vector<JobCompletion> completions;
+  for (const JobInfo& job : *claimed) {
+    completions.push_back({.id = job.id, .attempt_token = job.attempt_token.value_or("")});
+  }
+  auto applied = store->CompleteJobs(completions);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(std::count(applied->begin(), applied->end(), true), static_cast<long>(kJobs));
+  EXPECT_EQ(scalar("SELECT count(*) FROM octop_job_leases"), "0");
+}
+
 // PgConnection::ExecPreparedWithSettings: the settings statement and the prepared one run in one transaction
 // (pipeline mode), the settings are in force for the statement and gone after it; a failure of either is
 // reported and leaves a usable session with no transaction open.

@@ -168,3 +168,8 @@ WHERE status IN ('failed', 'frozen');
 DROP INDEX octop_jobs_unique_key;
 CREATE UNIQUE INDEX octop_jobs_unique_key ON octop_jobs (unique_key)
   WHERE status IN ('pending', 'running', 'failed') AND unique_key IS NOT NULL;
+
+-- name: Migration8LeaseIds
+-- octop_0005_lease_ids changes how PostgreSQL stores a lease's job ids; SQLite keeps no leases (its claims and
+-- its rescuer read octop_jobs), so there is nothing to do here: the migration is recorded so the two backends'
+-- lines stay the same.
