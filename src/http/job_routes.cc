@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <limits>
+#include <memory>
 
 #include <date/date.h>
 
@@ -236,11 +237,61 @@ Result<JobSpec> JobSpecFromJson(std::string_view text) {
 }
 
 namespace {
+
 constexpr std::int64_t kListPayloadBudget = 4 << 20;
+
+Result<ApiResponse> SummaryResponse(JobQueue& q, MonitoringCache& kept) {
+  OCTOP_ASSIGN_OR_RETURN(JobSummary summary, q.Summarize());
+  std::int64_t jobs = 0;
+  Json counts = Json::array();
+  for (const JobStatusCount& c : summary.counts) {
+    jobs += c.count;
+    Json line;
+    line["queue"] = c.queue;
+    line["status"] = std::string(JobStatusName(c.status));
+    line["count"] = c.count;
+    line["oldestScheduledAt"] = c.oldest_scheduled_at ? Json(FormatUtcIso(*c.oldest_scheduled_at)) : Json();
+    line["averageDelaySeconds"] =
+        c.average_delay ? Json(std::chrono::duration<double>(*c.average_delay).count()) : Json();
+    counts.push_back(std::move(line));
+  }
+  kept.NoteJobCount(jobs);
+  Json failed = Json::array();
+  for (const JobInfo& job : summary.latest_failed) failed.push_back(JobToJson(job));
+  return ApiResponse::Json(Dump(Json{{"counts", std::move(counts)},
+                                     {"latestFailed", std::move(failed)},
+                                     {"pausedQueues", summary.paused_queues}}));
+}
+
+Result<ApiResponse> StatsResponse(JobQueue& q, const JobStatsFilter& params) {
+  OCTOP_ASSIGN_OR_RETURN(JobStats stats, q.Stats(params));
+  Json buckets = Json::array();
+  long succeeded = 0, frozen = 0;
+  for (const JobStatsBucket& b : stats.buckets) {
+    succeeded += b.succeeded;
+    frozen += b.frozen;
+    buckets.push_back(Json{{"t", FormatUtcIso(b.start)},
+                           {"succeeded", b.succeeded},
+                           {"frozen", b.frozen},
+                           {"avgLatencyMs", Millis(b.avg_latency)},
+                           {"maxLatencyMs", Millis(b.max_latency)},
+                           {"avgRunMs", Millis(b.avg_run)}});
+  }
+  return ApiResponse::Json(Dump(Json{{"now", FormatUtcIso(stats.db_now)},
+                                     {"from", FormatUtcIso(stats.from)},
+                                     {"to", FormatUtcIso(stats.to)},
+                                     {"bucketSeconds", static_cast<double>(stats.bucket.count()) / 1e6},
+                                     {"totals", Json{{"succeeded", succeeded}, {"frozen", frozen}}},
+                                     {"buckets", std::move(buckets)}}));
+}
+
 }  // namespace
 
-void AddJobRoutes(ApiServer& server, JobQueue& queue) {
+void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolicy& monitoring) {
   JobQueue* q = &queue;
+  // Shared by the handlers below, which the server keeps: the summary and stats answers, dropped by every
+  // operator action (monitoring_cache.h).
+  auto kept = std::make_shared<MonitoringCache>(monitoring);
   server.AddRoute("POST", "/api/octop/v1/jobs", [q](const ApiRequest& req) -> Result<ApiResponse> {
     OCTOP_ASSIGN_OR_RETURN(JobSpec spec, JobSpecFromJson(req.body));
     OCTOP_ASSIGN_OR_RETURN(EnqueueResult r, q->Enqueue(spec));
@@ -280,72 +331,47 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue) {
     return ApiResponse::Json(Dump(Json{{"jobs", std::move(list)}}));
   });
   // Registered before /jobs/:id: the first matching route wins.
-  server.AddRoute("GET", "/api/octop/v1/jobs/summary", [q](const ApiRequest&) -> Result<ApiResponse> {
-    OCTOP_ASSIGN_OR_RETURN(JobSummary summary, q->Summarize());
-    Json counts = Json::array();
-    for (const JobStatusCount& c : summary.counts) {
-      Json line;
-      line["queue"] = c.queue;
-      line["status"] = std::string(JobStatusName(c.status));
-      line["count"] = c.count;
-      line["oldestScheduledAt"] = c.oldest_scheduled_at ? Json(FormatUtcIso(*c.oldest_scheduled_at)) : Json();
-      line["averageDelaySeconds"] =
-          c.average_delay ? Json(std::chrono::duration<double>(*c.average_delay).count()) : Json();
-      counts.push_back(std::move(line));
-    }
-    Json failed = Json::array();
-    for (const JobInfo& job : summary.latest_failed) failed.push_back(JobToJson(job));
-    return ApiResponse::Json(Dump(Json{{"counts", std::move(counts)},
-                                       {"latestFailed", std::move(failed)},
-                                       {"pausedQueues", summary.paused_queues}}));
+  server.AddRoute("GET", "/api/octop/v1/jobs/summary", [q, kept](const ApiRequest&) -> Result<ApiResponse> {
+    return kept->Get("summary", [&]() -> Result<ApiResponse> { return SummaryResponse(*q, *kept); });
   });
   // The dashboard's sparkline: finished jobs per bucket over a recent window (Store::ComputeJobStats).
-  server.AddRoute("GET", "/api/octop/v1/jobs/stats", [q](const ApiRequest& req) -> Result<ApiResponse> {
+  server.AddRoute("GET", "/api/octop/v1/jobs/stats", [q, kept](const ApiRequest& req) -> Result<ApiResponse> {
     JobStatsFilter params;
     OCTOP_ASSIGN_OR_RETURN(params.window, DurationQuery(req, "window", params.window));
     OCTOP_ASSIGN_OR_RETURN(params.bucket, DurationQuery(req, "bucket", params.bucket));
     params.queue = NameQuery(req, "queue");
     params.kind = NameQuery(req, "kind");
-    OCTOP_ASSIGN_OR_RETURN(JobStats stats, q->Stats(params));
-    Json buckets = Json::array();
-    long succeeded = 0, frozen = 0;
-    for (const JobStatsBucket& b : stats.buckets) {
-      succeeded += b.succeeded;
-      frozen += b.frozen;
-      buckets.push_back(Json{{"t", FormatUtcIso(b.start)},
-                             {"succeeded", b.succeeded},
-                             {"frozen", b.frozen},
-                             {"avgLatencyMs", Millis(b.avg_latency)},
-                             {"maxLatencyMs", Millis(b.max_latency)},
-                             {"avgRunMs", Millis(b.avg_run)}});
-    }
-    return ApiResponse::Json(Dump(Json{{"now", FormatUtcIso(stats.db_now)},
-                                       {"from", FormatUtcIso(stats.from)},
-                                       {"to", FormatUtcIso(stats.to)},
-                                       {"bucketSeconds", static_cast<double>(stats.bucket.count()) / 1e6},
-                                       {"totals", Json{{"succeeded", succeeded}, {"frozen", frozen}}},
-                                       {"buckets", std::move(buckets)}}));
+    const std::string key = Dump(Json::array({"stats", params.window.count(), params.bucket.count(),
+                                              params.queue ? Json(*params.queue) : Json(),
+                                              params.kind ? Json(*params.kind) : Json()}));
+    return kept->Get(key, [&]() -> Result<ApiResponse> { return StatsResponse(*q, params); });
   });
   server.AddRoute("GET", "/api/octop/v1/jobs/:id", [q](const ApiRequest& req) -> Result<ApiResponse> {
     return JobResponse(*q, req.params[0]);
   });
-  server.AddRoute("POST", "/api/octop/v1/jobs/:id/retry", [q](const ApiRequest& req) -> Result<ApiResponse> {
-    OCTOP_RETURN_IF_ERROR(q->RetryJob(req.params[0]));
-    return JobResponse(*q, req.params[0]);
-  });
-  server.AddRoute("POST", "/api/octop/v1/jobs/:id/cancel", [q](const ApiRequest& req) -> Result<ApiResponse> {
-    OCTOP_RETURN_IF_ERROR(q->CancelJob(req.params[0]));
-    return JobResponse(*q, req.params[0]);
-  });
+  server.AddRoute("POST", "/api/octop/v1/jobs/:id/retry",
+                  [q, kept](const ApiRequest& req) -> Result<ApiResponse> {
+                    OCTOP_RETURN_IF_ERROR(q->RetryJob(req.params[0]));
+                    kept->Clear();
+                    return JobResponse(*q, req.params[0]);
+                  });
+  server.AddRoute("POST", "/api/octop/v1/jobs/:id/cancel",
+                  [q, kept](const ApiRequest& req) -> Result<ApiResponse> {
+                    Status cancelled = q->CancelJob(req.params[0]);
+                    kept->Clear();  // a refused cancel may have stopped the attempt on this node
+                    OCTOP_RETURN_IF_ERROR(cancelled);
+                    return JobResponse(*q, req.params[0]);
+                  });
   for (const bool pause : {true, false}) {
     server.AddRoute("POST",
                     pause ? "/api/octop/v1/queues/:queue/pause" : "/api/octop/v1/queues/:queue/resume",
-                    [q, pause](const ApiRequest& req) -> Result<ApiResponse> {
+                    [q, kept, pause](const ApiRequest& req) -> Result<ApiResponse> {
                       const std::string& name = req.params[0];
                       if (name.empty() || name.size() > kMaxNameBytes) {
                         return InvalidArgumentError("Invalid queue name '" + name + "'");
                       }
                       OCTOP_RETURN_IF_ERROR(pause ? q->PauseQueue(name) : q->ResumeQueue(name));
+                      kept->Clear();
                       return ApiResponse::Json(Dump(Json{{"queue", name}, {"paused", pause}}));
                     });
   }

@@ -29,12 +29,14 @@
 #include <octop/status.h>
 
 #include "http/api_server.h"
+#include "http/monitoring_cache.h"
 #include "http/task_json.h"  // FormatUtcIso
 
 namespace octop::http {
 
-// Adds the routes above. Call before server.Start().
-void AddJobRoutes(ApiServer& server, JobQueue& queue);
+// Adds the routes above. Call before server.Start(). The summary and stats answers are reused on a large
+// job table as `monitoring` says (monitoring_cache.h).
+void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolicy& monitoring = {});
 
 // An ISO 8601 instant: date, 'T', time with optional fraction, then 'Z' or +hh:mm / +hhmm / +hh; years
 // 1970..2200 (what WallTime can hold, with margin).

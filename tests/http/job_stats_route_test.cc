@@ -139,5 +139,69 @@ TEST_F(JobStatsRoute, BadParametersAre400WithTheReason) {
   EXPECT_EQ(Get("/api/octop/v1/jobs/stats?bucket=500ms", 400)["error"]["name"], "InputError");
 }
 
+// On a large job table the summary and stats answers are reused for a while (monitoring_cache.h); here
+// "large" is three jobs and the reuse lasts the policy's minimum, two seconds of the fake clock.
+TEST_F(JobStatsRoute, OnALargeTableMonitoringAnswersAreReusedUntilTheyAgeOrAnOperatorActs) {
+  ApiServer server(*scheduler_, ApiServerOptions{.port = 0});
+  AddJobRoutes(server, *queue_,
+               {.min_jobs = 3, .reuse_factor = 20, .min_reuse = milliseconds(2000), .clock = &clock_});
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto get = [&](const std::string& target) {
+    auto res = client.Get(target);
+    EXPECT_TRUE(res && res->status == 200) << target;
+    return res ? Json::parse(res->body, nullptr, false) : Json();
+  };
+  auto succeeded = [&]() -> Json {
+    const Json summary = get("/api/octop/v1/jobs/summary");
+    for (const Json& c : summary["counts"]) {
+      if (c["status"] == "success") return c["count"];
+    }
+    return 0;
+  };
+  const std::string stats = "/api/octop/v1/jobs/stats?window=5m&bucket=60s";
+  // Two jobs: below the size, every answer is new.
+  Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(succeeded(), 1);
+  Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(succeeded(), 2);
+  EXPECT_EQ(get(stats)["totals"]["succeeded"], 2);
+  Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(get(stats)["totals"]["succeeded"], 3) << "kept while the last summary counted two jobs";
+  // The summary counts three: from now on its answer and the stats' are kept.
+  EXPECT_EQ(succeeded(), 3);
+  EXPECT_EQ(get(stats)["totals"]["succeeded"], 3);
+  Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(succeeded(), 3) << "a young answer was computed again";
+  EXPECT_EQ(get(stats)["totals"]["succeeded"], 3);
+  EXPECT_EQ(get("/api/octop/v1/jobs/stats?window=10m&bucket=60s")["totals"]["succeeded"], 4)
+      << "other parameters are another answer";
+  // Aged out.
+  clock_.Advance(milliseconds(1999));
+  EXPECT_EQ(succeeded(), 3);
+  clock_.Advance(milliseconds(2));
+  EXPECT_EQ(succeeded(), 4);
+  EXPECT_EQ(get(stats)["totals"]["succeeded"], 4);
+  // An operator's action drops what was kept: its effect shows at once.
+  Finish("k", milliseconds(0), milliseconds(0));
+  auto paused = client.Post("/api/octop/v1/queues/default/pause", "", "application/json");
+  ASSERT_TRUE(paused && paused->status == 200);
+  const Json summary = get("/api/octop/v1/jobs/summary");
+  EXPECT_EQ(summary["pausedQueues"], Json::parse(R"(["default"])"));
+  EXPECT_EQ(succeeded(), 5);
+  EXPECT_EQ(get(stats)["totals"]["succeeded"], 5);
+  auto resumed = client.Post("/api/octop/v1/queues/default/resume", "", "application/json");
+  ASSERT_TRUE(resumed && resumed->status == 200);
+  EXPECT_EQ(get("/api/octop/v1/jobs/summary")["pausedQueues"], Json::array());
+  // So does a cancel.
+  Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(succeeded(), 5);
+  auto waiting = queue_->Enqueue({.kind = "k"});
+  ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+  auto cancelled = client.Post("/api/octop/v1/jobs/" + waiting->id + "/cancel", "", "application/json");
+  ASSERT_TRUE(cancelled && cancelled->status == 200) << (cancelled ? cancelled->body : "no response");
+  EXPECT_EQ(succeeded(), 6);
+}
+
 }  // namespace
 }  // namespace octop::http
