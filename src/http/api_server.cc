@@ -55,8 +55,11 @@ std::optional<std::string> PercentDecode(std::string_view s) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view q) {
-  std::vector<std::pair<std::string, std::string>> out;
+// A value that does not decode (a malformed escape, a NUL, bytes that are not UTF-8) is kept as nullopt, so
+// that a route reading it refuses the request (ApiRequest::Query) rather than answering as if it had not been
+// given; a key that does not decode names no parameter any route reads.
+std::vector<std::pair<std::string, std::optional<std::string>>> ParseQuery(std::string_view q) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> out;
   while (!q.empty()) {
     auto amp = q.find('&');
     std::string_view part = q.substr(0, amp);
@@ -68,8 +71,7 @@ std::vector<std::pair<std::string, std::string>> ParseQuery(std::string_view q) 
     std::replace(key.begin(), key.end(), '+', ' ');
     std::replace(value.begin(), value.end(), '+', ' ');
     auto k = PercentDecode(key);
-    auto v = PercentDecode(value);
-    if (k && v) out.emplace_back(std::move(*k), std::move(*v));
+    if (k) out.emplace_back(std::move(*k), PercentDecode(value));
   }
   return out;
 }
@@ -471,11 +473,15 @@ bool SecretsEqual(std::string_view given, std::string_view expected) {
   return diff == 0;
 }
 
-std::optional<std::string> ApiRequest::Query(std::string_view name) const {
+Result<std::optional<std::string>> ApiRequest::Query(std::string_view name) const {
   for (const auto& [k, v] : query) {
-    if (k == name) return v;
+    if (k != name) continue;
+    if (!v) {
+      return InvalidArgumentError("Query parameter '" + k + "' is not valid percent-encoded UTF-8 text");
+    }
+    return v;
   }
-  return std::nullopt;
+  return std::optional<std::string>();
 }
 
 ApiResponse ApiResponse::Json(const std::string& json, int status) {

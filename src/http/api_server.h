@@ -42,11 +42,14 @@ struct ApiRequest {
   std::string method;
   std::string target;               // as received, for error bodies
   std::vector<std::string> params;  // the values of the route's ':name' segments, decoded
-  std::vector<std::pair<std::string, std::string>> query;  // decoded query parameters in order
+  // Decoded query parameters in order; nullopt: the value does not decode.
+  std::vector<std::pair<std::string, std::optional<std::string>>> query;
   std::string body;
   std::string content_type;
 
-  std::optional<std::string> Query(std::string_view name) const;
+  // The first value of `name`, nullopt when absent; InvalidArgument when it does not decode (a malformed
+  // escape, a NUL, bytes that are not UTF-8).
+  Result<std::optional<std::string>> Query(std::string_view name) const;
 };
 
 struct ApiResponse {

@@ -75,23 +75,24 @@ Result<std::optional<int>> IntField(const Json& body, const char* field, long lo
   return std::optional<int>(static_cast<int>(v));
 }
 
+// A query parameter; nullopt when absent or empty, InvalidArgument when it does not decode.
+Result<std::optional<std::string>> NameQuery(const ApiRequest& req, const char* name) {
+  OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> v, req.Query(name));
+  if (!v || v->empty()) return std::optional<std::string>();
+  return v;
+}
+
 // A duration query parameter ("1h", "60s", "PT1H"): the ms grammar of the config files.
 Result<std::chrono::microseconds> DurationQuery(const ApiRequest& req, const char* name,
                                                 std::chrono::microseconds fallback) {
-  auto v = req.Query(name);
-  if (!v || v->empty()) return fallback;
+  OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> v, NameQuery(req, name));
+  if (!v) return fallback;
   Result<Duration> d = Duration::ParseConfigString(*v);
   if (!d.ok()) {
     return InvalidArgumentError(std::string("'") + name +
                                 "' must be a duration such as 1h, 60s or PT1H, got '" + *v + "'");
   }
   return d->ToChrono();
-}
-
-std::optional<std::string> NameQuery(const ApiRequest& req, const char* name) {
-  auto v = req.Query(name);
-  if (!v || v->empty()) return std::nullopt;
-  return v;
 }
 
 Json Millis(const std::optional<std::chrono::microseconds>& d) {
@@ -299,16 +300,18 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolic
   });
   server.AddRoute("GET", "/api/octop/v1/jobs", [q](const ApiRequest& req) -> Result<ApiResponse> {
     JobFilter filter;
-    if (auto s = req.Query("status"); s && !s->empty()) {
-      filter.status = ParseJobStatus(*s);
+    OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> status, NameQuery(req, "status"));
+    if (status) {
+      filter.status = ParseJobStatus(*status);
       if (!filter.status) {
-        return InvalidArgumentError("Unknown status '" + *s +
+        return InvalidArgumentError("Unknown status '" + *status +
                                     "'; expected pending, running, success, failed or frozen");
       }
     }
-    if (auto v = req.Query("queue"); v && !v->empty()) filter.queue = *v;
-    if (auto v = req.Query("kind"); v && !v->empty()) filter.kind = *v;
-    if (auto v = req.Query("limit"); v && !v->empty()) {
+    OCTOP_ASSIGN_OR_RETURN(filter.queue, NameQuery(req, "queue"));
+    OCTOP_ASSIGN_OR_RETURN(filter.kind, NameQuery(req, "kind"));
+    OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> limit_text, NameQuery(req, "limit"));
+    if (const auto& v = limit_text) {
       int limit = 0;
       auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), limit);
       if (ec != std::errc() || end != v->data() + v->size() || limit < 1 || limit > 1000) {
@@ -319,7 +322,8 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolic
     // A list carries at most kListPayloadBudget bytes of payloads (newest first), none with payload=false:
     // 1,000 jobs of 1 MB each would otherwise be a gigabyte in memory for one answer (docs/api.md).
     filter.payload_budget = kListPayloadBudget;
-    if (auto v = req.Query("payload"); v && !v->empty()) {
+    OCTOP_ASSIGN_OR_RETURN(std::optional<std::string> payload, NameQuery(req, "payload"));
+    if (const auto& v = payload) {
       if (*v != "true" && *v != "false") {
         return InvalidArgumentError("'payload' must be true or false, got '" + *v + "'");
       }
@@ -339,11 +343,15 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolic
     JobStatsFilter params;
     OCTOP_ASSIGN_OR_RETURN(params.window, DurationQuery(req, "window", params.window));
     OCTOP_ASSIGN_OR_RETURN(params.bucket, DurationQuery(req, "bucket", params.bucket));
-    params.queue = NameQuery(req, "queue");
-    params.kind = NameQuery(req, "kind");
-    const std::string key = Dump(Json::array({"stats", params.window.count(), params.bucket.count(),
-                                              params.queue ? Json(*params.queue) : Json(),
-                                              params.kind ? Json(*params.kind) : Json()}));
+    OCTOP_ASSIGN_OR_RETURN(params.queue, NameQuery(req, "queue"));
+    OCTOP_ASSIGN_OR_RETURN(params.kind, NameQuery(req, "kind"));
+    // Names as bytes with their lengths: any two different requests have different keys.
+    const auto name = [](const std::optional<std::string>& v) {
+      return v ? std::to_string(v->size()) + ":" + *v : std::string("-");
+    };
+    const std::string key = "stats " + std::to_string(params.window.count()) + " " +
+                            std::to_string(params.bucket.count()) + " " + name(params.queue) + " " +
+                            name(params.kind);
     return kept->Get(key, [&]() -> Result<ApiResponse> { return StatsResponse(*q, params); });
   });
   server.AddRoute("GET", "/api/octop/v1/jobs/:id", [q](const ApiRequest& req) -> Result<ApiResponse> {

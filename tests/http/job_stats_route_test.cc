@@ -137,6 +137,11 @@ TEST_F(JobStatsRoute, BadParametersAre400WithTheReason) {
   EXPECT_EQ(error["error"]["message"], "job stats: at most 1440 buckets, got 3600 (window / bucket)");
   // Not taken for a job id.
   EXPECT_EQ(Get("/api/octop/v1/jobs/stats?bucket=500ms", 400)["error"]["name"], "InputError");
+  // A name that does not decode is refused, not dropped (which would answer for every kind).
+  error = Get("/api/octop/v1/jobs/stats?kind=%FF", 400);
+  EXPECT_EQ(error["error"]["message"], "Query parameter 'kind' is not valid percent-encoded UTF-8 text");
+  EXPECT_EQ(Get("/api/octop/v1/jobs/stats?queue=a%00b", 400)["error"]["name"], "InputError");
+  EXPECT_EQ(Get("/api/octop/v1/jobs/stats?window=%ZZ", 400)["error"]["name"], "InputError");
 }
 
 // On a large job table the summary and stats answers are reused for a while (monitoring_cache.h); here
@@ -176,6 +181,7 @@ TEST_F(JobStatsRoute, OnALargeTableMonitoringAnswersAreReusedUntilTheyAgeOrAnOpe
   EXPECT_EQ(get(stats)["totals"]["succeeded"], 3);
   EXPECT_EQ(get("/api/octop/v1/jobs/stats?window=10m&bucket=60s")["totals"]["succeeded"], 4)
       << "other parameters are another answer";
+
   // Aged out.
   clock_.Advance(milliseconds(1999));
   EXPECT_EQ(succeeded(), 3);
