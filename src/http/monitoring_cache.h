@@ -6,13 +6,14 @@
 // million rows one summary takes a few hundred milliseconds of the database's CPU, and every open dashboard
 // asks for one every two seconds. So an answer computed while the last summary counted at least `min_jobs`
 // jobs is kept for `reuse_factor` times what it took (at least `min_reuse`), and every request in that time
-// gets it: the database then spends at most about 1 / (1 + reuse_factor) of a core on these reads per node,
-// however many viewers poll. Below `min_jobs` nothing is kept, so a small queue's summary is always current.
-// An operator's action through the API (retry, cancel, pause, resume) drops every kept answer, so its effect
-// shows at once.
+// gets it: the database then spends at most about 1 / (1 + reuse_factor) of a core on each kind of answer per
+// node, however many viewers poll. Below `min_jobs` nothing is kept, so a small queue's summary is always
+// current. An operator's action through the API (retry, cancel, pause, resume) drops every kept answer, so
+// its effect shows at once.
 //
 // Ages are measured on the policy's clock (the real one in octopd: this is about the database's load, not the
-// schedule). One answer is computed at a time: requests that arrive meanwhile wait for it and share it.
+// schedule). One answer is computed at a time: requests that arrive meanwhile wait for it, and those asking
+// for the same one then get it.
 //
 // Thread-safety: all methods may be called from any thread.
 #ifndef OCTOP_HTTP_MONITORING_CACHE_H_
