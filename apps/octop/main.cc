@@ -338,8 +338,14 @@ int JobsAct(const Globals& g, const std::string& action, const std::string& id) 
   if (g.json) {
     std::cout << job.dump() << "\n";
   } else {
-    std::cout << (action == "retry" ? "retried " : "cancelled ") << id << " (now "
-              << Printable(job.value("status", "?")) << ")\n";
+    const std::string status = job.value("status", "?");
+    if (action == "cancel" && status == "running") {
+      // Its node stops it (docs/jobs.md, "Cancelling a running job").
+      std::cout << "stop requested for " << id << " (running; it ends frozen unless it finishes first)\n";
+    } else {
+      std::cout << (action == "retry" ? "retried " : "cancelled ") << id << " (now " << Printable(status)
+                << ")\n";
+    }
   }
   return 0;
 }

@@ -227,9 +227,11 @@ class JobQueue {
   // more attempt. NotFound "Job <id> does not exist"; Conflict "Job <id> is <status>" for
   // pending/running/success, or when another live job holds its unique key.
   Status RetryJob(std::string_view id);
-  // A pending or failed job becomes frozen with "Job was cancelled". A running job: if it runs on this node
-  // its stop_token fires and its attempt ends frozen with that error; if it runs elsewhere, Conflict "Job
-  // <id> is currently running". NotFound "Job <id> does not exist"; Conflict "Job <id> has already finished".
+  // A pending or failed job becomes frozen with "Job was cancelled". A running job, on any node: its attempt
+  // is asked to stop -- the stop_token of its handler fires (at once here; on another node when it hears the
+  // notification, or at its next rescue pass if it missed it) -- and unless it succeeds anyway it ends frozen
+  // with that error, never to be retried (docs/jobs.md, "Cancelling a running job"). NotFound "Job <id> does
+  // not exist"; Conflict "Job <id> has already finished".
   Status CancelJob(std::string_view id);
   Status PauseQueue(std::string_view queue);
   Status ResumeQueue(std::string_view queue);

@@ -365,9 +365,8 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolic
                   });
   server.AddRoute("POST", "/api/octop/v1/jobs/:id/cancel",
                   [q, kept](const ApiRequest& req) -> Result<ApiResponse> {
-                    Status cancelled = q->CancelJob(req.params[0]);
-                    kept->Clear();  // a refused cancel may have stopped the attempt on this node
-                    OCTOP_RETURN_IF_ERROR(cancelled);
+                    OCTOP_RETURN_IF_ERROR(q->CancelJob(req.params[0]));
+                    kept->Clear();
                     return JobResponse(*q, req.params[0]);
                   });
   for (const bool pause : {true, false}) {

@@ -70,6 +70,7 @@ class JobQueue::Impl {
   std::stop_source stopper;
   WakeSignal maintenance_wake;
   std::atomic<bool> config_dirty{false};
+  std::atomic<bool> cancels_dirty{false};  // cancel notifications may have been missed: read the requests
 
   std::mutex mu;
   std::map<std::string, std::unique_ptr<runtime::JobQueueWorker>, std::less<>> workers;  // guarded by mu
@@ -87,6 +88,27 @@ class JobQueue::Impl {
   void WakeAll() {
     std::lock_guard lock(mu);
     for (auto& [name, worker] : workers) worker->Notify();
+  }
+
+  // A cancel request for a running job: if it runs here its stop_token fires and its attempt ends with
+  // kCancel. Requests for jobs this node does not run are somebody else's.
+  void StopRunning(std::string_view id) {
+    std::lock_guard lock(mu);
+    for (auto& [name, worker] : workers) {
+      if (worker->CancelRunning(std::string(id))) return;
+    }
+  }
+
+  // The fallback for a missed cancel notification: the requests for the attempts this node holds.
+  void ReadCancelRequests() {
+    std::vector<std::string> tokens = HeldTokens();
+    if (tokens.empty()) return;
+    Result<std::vector<std::string>> ids = store->CancelRequestsFor(tokens);
+    if (!ids.ok()) {
+      context.Log(LogLevel::kWarn, "Failed to read the cancel requests, " + ids.status().ToString());
+      return;
+    }
+    for (const std::string& id : *ids) StopRunning(id);
   }
 
   void RefreshConfig() {
@@ -234,8 +256,11 @@ class JobQueue::Impl {
         config_at = now + std::max(o.config_refresh_interval, std::chrono::milliseconds(1));
       }
       if (o.rescue_interval.count() > 0 && now >= rescue_at) {
+        ReadCancelRequests();
         Rescue();
         rescue_at = now + o.rescue_interval;
+      } else if (cancels_dirty.exchange(false)) {
+        ReadCancelRequests();
       }
       if (o.retention_interval.count() > 0 && now >= retention_at) {
         Retention();
@@ -250,17 +275,23 @@ class JobQueue::Impl {
 
   void ListenLoop(std::stop_token stop) {
     runtime::ListenUntilStopped(
-        context, *store, {std::string(store::kJobsChannel), std::string(store::kConfigChannel)},
+        context, *store,
+        {std::string(store::kJobsChannel), std::string(store::kConfigChannel),
+         std::string(store::kJobCancelChannel)},
         "job notifications",
         [&] {
-          // Something may have been enqueued, or the config changed, while not listening.
+          // Something may have been enqueued, the config changed, or a running job's cancel been asked for,
+          // while not listening.
           WakeAll();
           config_dirty.store(true);
+          cancels_dirty.store(true);
           maintenance_wake.Notify();
         },
         [&](const store::Notification& note) {
           if (note.channel == store::kJobsChannel) {
             Wake(note.payload);
+          } else if (note.channel == store::kJobCancelChannel) {
+            StopRunning(note.payload);
           } else if (note.channel == store::kConfigChannel) {
             config_dirty.store(true);
             maintenance_wake.Notify();
@@ -464,14 +495,11 @@ Status JobQueue::RetryJob(std::string_view id) {
 }
 
 Status JobQueue::CancelJob(std::string_view id) {
-  Status s = impl_->store->CancelJob({std::string(id)});
-  if (s.code() != StatusCode::kConflict || s.message().find("running") == std::string::npos) return s;
-  // Running: its worker owns the row. If that is us, stop it; its attempt then ends with kCancel.
-  std::lock_guard lock(impl_->mu);
-  for (auto& [name, worker] : impl_->workers) {
-    if (worker->CancelRunning(std::string(id))) return Status::Ok();
-  }
-  return s;
+  Result<store::CancelJobResult> result = impl_->store->CancelJob({std::string(id)});
+  if (!result.ok()) return result.status();
+  // Running: if it runs here, stop it now rather than when the notification comes back.
+  if (*result == store::CancelJobResult::kStopRequested) impl_->StopRunning(id);
+  return Status::Ok();
 }
 
 Status JobQueue::PauseQueue(std::string_view queue) {

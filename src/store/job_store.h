@@ -65,7 +65,9 @@ enum class JobOutcome {
              // status pending (attempt 0) or failed, no token, no expiry, no worker, last_error = error
 };
 // The end of one attempt. Applied only where id and attempt_token match and status = 'running' (fencing:
-// after a rescue or a re-claim the old token is stale and the completion is not applied).
+// after a rescue or a re-claim the old token is stale and the completion is not applied). An attempt asked to
+// stop (CancelJob of a running job) that ends with kRetry, kFail or kRelease ends as kCancel with last_error
+// kJobCancelledError instead: a cancelled job never waits again; one that succeeds anyway is a success.
 struct JobCompletion {
   std::string id;
   std::string attempt_token;
@@ -75,7 +77,8 @@ struct JobCompletion {
 };
 
 // Running jobs whose expires_at < now (their worker died or hung) become failed (due at now + backoff) or
-// frozen when out of attempts, with last_error "Job timed out (worker lost)". backoff = min(backoff_base *
+// frozen when out of attempts, with last_error "Job timed out (worker lost)" -- or, when their attempt was
+// asked to stop (CancelJob), frozen with kJobCancelledError. backoff = min(backoff_base *
 // 2^(attempt-1), backoff_max); the store adds no jitter.
 // Attempts whose token is in spare_tokens are never rescued: the caller runs them itself, and knows they are
 // alive whatever the clocks say. With expired_before, a lease must also have ended before that instant: the
@@ -107,11 +110,17 @@ struct RetryJobParams {
   std::string id;
 };
 // Manual cancel: a pending or failed job becomes frozen, last_error "Job was cancelled", completed_at = now.
-// NotFound "Job <id> does not exist"; Conflict "Job <id> is currently running" (its worker owns it: the
-// runtime stops it through its stop_token and completes it with kCancel) or "Job <id> has already finished"
-// (success, frozen).
+// A running job is left running -- its worker owns the row -- and its attempt is asked to stop: a request
+// (its id and attempt token) is recorded and kJobCancelChannel notified with the id on commit, so the node
+// running it stops it through its stop_token (CancelRequestsFor is the fallback for a missed notification);
+// how the attempt then ends is JobCompletion's rule. Requests whose attempt has ended are dropped here.
+// NotFound "Job <id> does not exist"; Conflict "Job <id> has already finished" (success, frozen).
 struct CancelJobParams {
   std::string id;
+};
+enum class CancelJobResult {
+  kCancelled,      // it was waiting: frozen now
+  kStopRequested,  // it is running: its attempt is asked to stop
 };
 // The latest failed and frozen jobs (the octop_failed_jobs view), most recently failed first.
 struct ListFailedJobsParams {
@@ -138,6 +147,7 @@ inline constexpr std::string_view kJobMigrationNames[] = {
     "octop_0003_job_queue",  // + worker_id; unique and claim indexes cover 'failed'; octop_queues; the views
     "octop_0004_job_sets",   // waiting jobs, unique keys and leases in tables of their own (docs/store.md)
     "octop_0005_lease_ids",  // PostgreSQL: a lease's job ids stored without a compression attempt
+    "octop_0006_job_cancels",  // requests to stop a running job, read by the node that runs it
 };
 inline constexpr int kLatestJobSchemaVersion = static_cast<int>(std::size(kJobMigrationNames));
 
@@ -160,7 +170,9 @@ class JobStore : public Store {
   virtual Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) = 0;
   virtual Result<long> RenewJobLeases(const RenewJobLeasesParams& params) = 0;
   virtual Status RetryJob(const RetryJobParams& params) = 0;
-  virtual Status CancelJob(const CancelJobParams& params) = 0;
+  virtual Result<CancelJobResult> CancelJob(const CancelJobParams& params) = 0;
+  // The ids of the running jobs whose attempt (one of `tokens`) was asked to stop and has not ended.
+  virtual Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) = 0;
   // NotFound "Job <id> does not exist" (also for an id that is not a UUID).
   virtual Result<JobInfo> GetJob(std::string_view id) = 0;
   // limit 1..1000, offset >= 0.
@@ -209,7 +221,12 @@ class JobStoreWrapper : public ForwardingStore<JobStore> {
     return target().RenewJobLeases(params);
   }
   Status RetryJob(const RetryJobParams& params) override { return target().RetryJob(params); }
-  Status CancelJob(const CancelJobParams& params) override { return target().CancelJob(params); }
+  Result<CancelJobResult> CancelJob(const CancelJobParams& params) override {
+    return target().CancelJob(params);
+  }
+  Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) override {
+    return target().CancelRequestsFor(tokens);
+  }
   Result<JobInfo> GetJob(std::string_view id) override { return target().GetJob(id); }
   Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override {
     return target().ListJobs(params);

@@ -202,9 +202,14 @@ class CheckedJobStore final : public JobStoreWrapper {
     return target().RetryJob(params);
   }
 
-  Status CancelJob(const CancelJobParams& params) override {
+  Result<CancelJobResult> CancelJob(const CancelJobParams& params) override {
     if (!IsJobId(params.id)) return NoSuchJob(params.id);
     return target().CancelJob(params);
+  }
+
+  Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) override {
+    if (tokens.empty()) return std::vector<std::string>{};
+    return target().CancelRequestsFor(tokens);
   }
 
   Result<JobInfo> GetJob(std::string_view id) override {

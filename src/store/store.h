@@ -51,6 +51,8 @@ namespace octop::store {
 inline constexpr std::string_view kTasksChannel = "octop_tasks";    // TriggerTask, payload the task id
 inline constexpr std::string_view kJobsChannel = "octop_jobs";      // jobs to claim, payload the queue
 inline constexpr std::string_view kConfigChannel = "octop_config";  // SetConfig, payload the key
+// CancelJob of a running job, payload the job's id.
+inline constexpr std::string_view kJobCancelChannel = "octop_job_cancels";
 
 struct Notification {
   std::string channel;

@@ -464,12 +464,17 @@
       const result = await post(`${API}/jobs/${encodeURIComponent(row.id)}/${action}`, 'retry and cancel');
       if (result.ok) {
         row.tr.dataset.acted = 'true';
+        let status = '';
         try {
-          renderJobRow(row, JSON.parse(result.body), Date.now()); // the API answers with the job as it is now
+          const job = JSON.parse(result.body); // the API answers with the job as it is now
+          status = job.status;
+          renderJobRow(row, job, Date.now());
         } catch (e) {
           // Not the job's JSON: the next refresh shows it.
         }
-        S.showMessage(row, 'ok', action === 'retry' ? 'Retrying: it runs again within moments.' : 'Cancelled.');
+        // A running job is asked to stop on whichever node runs it (docs/jobs.md, "Cancelling a running job").
+        S.showMessage(row, 'ok', action === 'retry' ? 'Retrying: it runs again within moments.'
+          : status === 'running' ? 'Stop requested: it ends frozen unless it finishes first.' : 'Cancelled.');
       } else {
         S.showMessage(row, 'error', result.message);
       }

@@ -90,6 +90,10 @@ jobs:
       queue: reports
       timeout: 30s
       command: [sh, -c, 'cat >/dev/null; echo reported']
+    - kind: slow-export
+      queue: slow
+      timeout: 5m
+      command: [sh, -c, 'cat >/dev/null; exec sleep 300']
 `;
 }
 

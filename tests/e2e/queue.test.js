@@ -224,6 +224,22 @@ test('Retry runs a frozen job again; Cancel cancels a pending one; 409 and 404 r
   assert.equal(await textOf(later.locator('.badge.status')), 'frozen');
 });
 
+test('Cancel on a running job asks its node to stop it: the row says so, and the job ends frozen', async (t) => {
+  const { octopd, page } = await setup(t, { hash: '#/queue?status=running' });
+  const id = await octopd.enqueue({ kind: 'slow-export', queue: 'slow', maxRetries: 3 });
+  await octopd.waitForJob(id, 'running');
+  const row = jobRow(page, id);
+  await row.waitFor({ timeout: 10000 });
+  await row.locator('button[data-action="cancel"]').click();
+  const message = row.locator('.action-message[data-kind="ok"] .text');
+  await message.waitFor({ timeout: 5000 });
+  assert.equal(await textOf(message), 'Stop requested: it ends frozen unless it finishes first.');
+  // The command would sleep five minutes: its process group is stopped, and a stopped attempt is not retried.
+  const stopped = await octopd.waitForJob(id, 'frozen', { timeout: 20000 });
+  assert.equal(stopped.lastError, 'Job was cancelled');
+  assert.equal(stopped.attempt, 1);
+});
+
 test('filters by status and kind narrow the table and survive a reload through the hash', async (t) => {
   const { octopd, page, jobs } = await setup(t, { hash: '#/queue?status=all' });
   await waitFor(async () => (await shownJobs(page)).length === 5, { what: 'all 5 jobs listed' });

@@ -28,6 +28,7 @@ std::string_view StoreOpName(StoreOp op) {
       "RenewJobLeases",
       "RetryJob",
       "CancelJob",
+      "CancelRequestsFor",
       "GetJob",
       "ListJobs",
       "ListFailedJobs",
@@ -199,8 +200,12 @@ Status FaultyJobStore::RetryJob(const store::RetryJobParams& params) {
   return Faulted(*plan_, StoreOp::kRetryJob, [&] { return target().RetryJob(params); });
 }
 
-Status FaultyJobStore::CancelJob(const store::CancelJobParams& params) {
+Result<store::CancelJobResult> FaultyJobStore::CancelJob(const store::CancelJobParams& params) {
   return Faulted(*plan_, StoreOp::kCancelJob, [&] { return target().CancelJob(params); });
+}
+
+Result<std::vector<std::string>> FaultyJobStore::CancelRequestsFor(const std::vector<std::string>& tokens) {
+  return Faulted(*plan_, StoreOp::kCancelRequestsFor, [&] { return target().CancelRequestsFor(tokens); });
 }
 
 Result<JobInfo> FaultyJobStore::GetJob(std::string_view id) {

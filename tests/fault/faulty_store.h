@@ -61,6 +61,7 @@ enum class StoreOp {
   kRenewJobLeases,
   kRetryJob,
   kCancelJob,
+  kCancelRequestsFor,
   kGetJob,
   kListJobs,
   kListFailedJobs,
@@ -167,7 +168,8 @@ class FaultyJobStore final : public store::JobStoreWrapper {
       const store::RescueExpiredJobsParams& params) override;
   Result<long> RenewJobLeases(const store::RenewJobLeasesParams& params) override;
   Status RetryJob(const store::RetryJobParams& params) override;
-  Status CancelJob(const store::CancelJobParams& params) override;
+  Result<store::CancelJobResult> CancelJob(const store::CancelJobParams& params) override;
+  Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) override;
   Result<JobInfo> GetJob(std::string_view id) override;
   Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override;
   Result<std::vector<JobInfo>> ListFailedJobs(const store::ListFailedJobsParams& params) override;

@@ -410,6 +410,71 @@ TEST_P(JobQueueTest, ManualCancelAndRetry) {
   EXPECT_EQ(q.RetryJob(pending->id).code(), StatusCode::kConflict);  // success is final
 }
 
+TEST_P(JobQueueTest, ACancelThroughAnotherNodeStopsTheRunningJob) {
+  // Node A runs the job; node B (no workers: an API node) cancels it. A hears the notification and stops the
+  // handler (its rescuer, the fallback for a missed notification, is off here); the attempt ends frozen.
+  auto options_a = Options(&Clock::Real());
+  options_a.rescue_interval = 0ms;
+  options_a.worker_id = "node-a";
+  JobQueue& a = Open(options_a);
+  ASSERT_TRUE(a.RegisterHandler("blocking", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
+                 flag_ = true;
+                 return JobResult::Fail("stopped");
+               }).ok());
+  ASSERT_TRUE(a.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(a.Start().ok());
+  auto id = a.Enqueue(Spec("blocking"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+
+  auto options_b = Options(&Clock::Real());
+  options_b.worker_id = "node-b";
+  JobQueue& b = Open(options_b);
+  ASSERT_TRUE(b.Start().ok());
+  ASSERT_TRUE(b.CancelJob(id->id).ok()) << "a job running elsewhere is asked to stop, not refused";
+  ASSERT_TRUE(WaitForJob(b, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
+      << logs_.Dump();
+  EXPECT_TRUE(flag_.load()) << "the handler saw its stop_token fire";
+  const JobInfo job = b.GetJob(id->id).value();
+  EXPECT_EQ(job.last_error, "Job was cancelled") << "a stopped attempt is not retried";
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(MetricValue(a, "octop_jobs_completed_total", {{"result", "cancelled"}}), 1);
+  EXPECT_EQ(b.CancelJob(id->id).code(), StatusCode::kConflict);  // finished now
+}
+
+TEST_P(JobQueueTest, ACancelRequestWhoseNotificationWasMissedIsReadAtTheNextRescuePass) {
+  // The request is written without a notification (as if the node had been disconnected when it was sent):
+  // the node reads the requests for the attempts it holds on each rescue pass.
+  auto options = Options(&Clock::Real());
+  options.rescue_interval = 50ms;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("blocking", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
+                 flag_ = true;
+                 return JobResult::Fail("stopped");
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  auto id = q.Enqueue(Spec("blocking"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(calls_.WaitFor(1));
+  ASSERT_TRUE(q.WithTransaction([&](Transaction& tx) -> Status {
+                 return tx
+                     .Execute(
+                         "INSERT INTO octop_job_cancels (job_id, attempt_token, requested_at) "
+                         "SELECT id, attempt_token, created_at FROM octop_jobs WHERE CAST(id AS text) = $1",
+                         {id->id})
+                     .status();
+               }).ok());
+  ASSERT_TRUE(WaitForJob(q, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
+      << logs_.Dump();
+  EXPECT_TRUE(flag_.load());
+  EXPECT_EQ(q.GetJob(id->id)->last_error, "Job was cancelled");
+}
+
 TEST_P(JobQueueTest, TheRescuerReRunsAJobWhoseWorkerVanishedAndFencesTheLateCompletion) {
   // Node A claims the job, then "hangs" (its handler ignores the stop) past the expiry. Node B's rescuer puts
   // the job back and B runs it. When A's handler finally returns, its completion carries a stale token:

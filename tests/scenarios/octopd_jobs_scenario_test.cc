@@ -42,7 +42,14 @@ class OctopdJobsScenario : public ::testing::Test {
         << "database: sqlite:" << d << "/data\n"
         << "http:\n  listen: 127.0.0.1:0\n"
         << "jobs:\n"
+           "  rescueInterval: 200ms\n"
            "  handlers:\n"
+           "    - kind: sleepy\n"
+           "      queue: slow\n"
+           "      timeout: 60s\n"
+           "      command: [sh, -c, 'touch "
+        << d
+        << "/sleepy.$OCTOP_JOB_ID; exec sleep 60']\n"
            "    - kind: mark\n"
            "      concurrency: 2\n"
            "      timeout: 30s\n"
@@ -206,6 +213,36 @@ TEST_F(OctopdJobsScenario, UniqueKeysPauseResumeAndCancel) {
   EXPECT_EQ(GetJson("/api/octop/v1/jobs/" + id)["status"], "pending");
   ASSERT_EQ(Post("/api/octop/v1/queues/default/resume").first, 200);
   ASSERT_TRUE(WaitForStatus(id, "success")) << daemon_->output();
+}
+
+// Two octopd processes on one SQLite database: the second has no handlers (an API node). A cancel through it
+// of a job the first runs is a request the first reads at its next rescue pass (no notification crosses
+// processes on SQLite); the first stops the command and the attempt ends frozen, not retried.
+TEST_F(OctopdJobsScenario, ACancelThroughAnotherNodeStopsTheCommandWhereItRuns) {
+  auto [posted, job] = Post("/api/octop/v1/jobs", R"({"kind":"sleepy","queue":"slow","maxRetries":3})");
+  ASSERT_EQ(posted, 201) << job.dump();
+  const std::string id = job["id"];
+  ASSERT_TRUE(Eventually([&] { return fs::exists(dir_ / ("sleepy." + id)); }, 30s)) << daemon_->output();
+
+  const fs::path api_config = dir_ / "api.yaml";
+  std::ofstream(api_config) << "database: sqlite:" << dir_.string() << "/data\n"
+                            << "http:\n  listen: 127.0.0.1:0\n";
+  Child api({OCTOPD_PATH, "--config", api_config.string()});
+  auto api_port = api.WaitForOutput("ready on port ([0-9]+)");
+  ASSERT_TRUE(api_port.has_value()) << api.output();
+  httplib::Client api_client("127.0.0.1", std::stoi(*api_port));
+  api_client.set_read_timeout(20, 0);
+  auto cancelled = api_client.Post("/api/octop/v1/jobs/" + id + "/cancel", "", "application/json");
+  ASSERT_TRUE(cancelled) << api.output();
+  ASSERT_EQ(cancelled->status, 200) << cancelled->body;
+  EXPECT_EQ(Json::parse(cancelled->body, nullptr, false).value("status", ""), "running")
+      << "it runs on the other node: asked to stop, not refused";
+
+  // The command would sleep a minute; the attempt ends when its process group is stopped.
+  ASSERT_TRUE(WaitForStatus(id, "frozen", 30s)) << daemon_->output();
+  const Json done = GetJson("/api/octop/v1/jobs/" + id);
+  EXPECT_EQ(done["lastError"], "Job was cancelled") << done.dump();
+  EXPECT_EQ(done["attempt"], 1);
 }
 
 TEST_F(OctopdJobsScenario, BadRequestsAreInputErrorsAndWriteNothing) {

@@ -844,20 +844,122 @@ TEST_P(JobsTest, CancelJobErrors) {
   const std::string id = Enqueue(Job("k"));
   auto claimed = Claim();
   ASSERT_EQ(claimed.size(), 1u);
-  Status running = jobs_->CancelJob({id});
-  EXPECT_EQ(running.code(), StatusCode::kConflict);
-  EXPECT_EQ(running.message(), "Job " + id + " is currently running");
-  EXPECT_EQ(Get(id).status, JobStatus::kRunning) << "a refused cancel writes nothing";
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
-  Status finished = jobs_->CancelJob({id});
+  Status finished = StatusOf(jobs_->CancelJob({id}));
   EXPECT_EQ(finished.code(), StatusCode::kConflict);
   EXPECT_EQ(finished.message(), "Job " + id + " has already finished");
   const std::string missing = "00000000-0000-4000-8000-000000000001";
-  Status not_found = jobs_->CancelJob({missing});
+  Status not_found = StatusOf(jobs_->CancelJob({missing}));
   EXPECT_EQ(not_found.code(), StatusCode::kNotFound);
   EXPECT_EQ(not_found.message(), "Job " + missing + " does not exist");
-  EXPECT_EQ(jobs_->CancelJob({"%' OR 1=1 --"}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(StatusOf(jobs_->CancelJob({"%' OR 1=1 --"})).code(), StatusCode::kNotFound);
   EXPECT_EQ(jobs_->GetJob("not a uuid").status().code(), StatusCode::kNotFound);
+}
+
+// A running job's row belongs to its worker: a cancel records a request for its attempt, which the node that
+// runs it reads (CancelRequestsFor); the attempt then ends frozen unless it succeeds.
+TEST_P(JobsTest, CancelOfARunningJobRequestsItsAttemptToStop) {
+  const std::string id = Enqueue(Job("k"));
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  const std::string token = claimed[0].attempt_token.value_or("");
+  auto requested = jobs_->CancelJob({id});
+  OCTOP_ASSERT_OK(requested);
+  EXPECT_EQ(*requested, CancelJobResult::kStopRequested);
+  const JobInfo running = Get(id);
+  EXPECT_EQ(running.status, JobStatus::kRunning) << "the worker's row is not written";
+  EXPECT_EQ(running.attempt_token, claimed[0].attempt_token);
+  auto again = jobs_->CancelJob({id});  // asking twice is asking once
+  OCTOP_ASSERT_OK(again);
+  EXPECT_EQ(*again, CancelJobResult::kStopRequested);
+  auto ids = jobs_->CancelRequestsFor({"some-other-token", token});
+  OCTOP_ASSERT_OK(ids);
+  EXPECT_EQ(*ids, std::vector<std::string>{id});
+  auto others = jobs_->CancelRequestsFor({"some-other-token"});
+  OCTOP_ASSERT_OK(others);
+  EXPECT_TRUE(others->empty());
+
+  // The handler gave up with a retryable error: a cancelled job does not wait for a retry.
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kRetry, "interrupted", minutes(1)));
+  const JobInfo frozen = Get(id);
+  EXPECT_EQ(frozen.status, JobStatus::kFrozen);
+  EXPECT_EQ(frozen.last_error, std::optional<std::string>(std::string(kJobCancelledError)));
+  EXPECT_TRUE(frozen.completed_at.has_value());
+  clock_.Advance(minutes(2));
+  EXPECT_TRUE(Claim().empty());
+  auto ended = jobs_->CancelRequestsFor({token});
+  OCTOP_ASSERT_OK(ended);
+  EXPECT_TRUE(ended->empty()) << "a request ends with its attempt";
+
+  // The request named that attempt: after a manual retry the next attempt fails as any other does.
+  OCTOP_ASSERT_OK(jobs_->RetryJob({id}));
+  auto second = Claim();
+  ASSERT_EQ(second.size(), 1u);
+  ASSERT_TRUE(Complete(second[0], JobOutcome::kFail, "boom", minutes(1)));
+  EXPECT_EQ(Get(id).status, JobStatus::kFailed);
+  EXPECT_EQ(Get(id).last_error, std::optional<std::string>("boom"));
+}
+
+TEST_P(JobsTest, ACancelledAttemptThatSucceedsOrIsHandedBack) {
+  const std::string done = Enqueue(Job("done"));
+  const std::string held = Enqueue(Job("held"));
+  auto claimed = Claim(2);
+  ASSERT_EQ(claimed.size(), 2u);
+  for (const JobInfo& job : claimed) OCTOP_ASSERT_OK(jobs_->CancelJob({job.id}));
+  for (const JobInfo& job : claimed) {
+    if (job.id == done) {
+      ASSERT_TRUE(Complete(job, JobOutcome::kSuccess));  // it finished before it heard: a success
+    } else {
+      ASSERT_TRUE(Complete(job, JobOutcome::kRelease, "released"));  // prefetched, never started
+    }
+  }
+  EXPECT_EQ(Get(done).status, JobStatus::kSuccess);
+  EXPECT_EQ(Get(done).last_error, std::nullopt);
+  const JobInfo released = Get(held);
+  EXPECT_EQ(released.status, JobStatus::kFrozen) << "handed back under a request: it does not wait again";
+  EXPECT_EQ(released.last_error, std::optional<std::string>(std::string(kJobCancelledError)));
+  EXPECT_TRUE(Claim().empty());
+}
+
+TEST_P(JobsTest, AnExpiredAttemptAskedToStopIsFrozenByTheRescuer) {
+  JobSpec retryable = Job("k");
+  retryable.max_retries = 5;
+  const std::string asked = Enqueue(retryable);
+  const std::string lost = Enqueue(retryable);
+  auto claimed = Claim(2, "default", {}, seconds(10));
+  ASSERT_EQ(claimed.size(), 2u);
+  OCTOP_ASSERT_OK(jobs_->CancelJob({asked}));
+  clock_.Advance(seconds(11));
+  auto rescued = jobs_->RescueExpiredJobs({});
+  OCTOP_ASSERT_OK(rescued);
+  ASSERT_EQ(rescued->size(), 2u);
+  std::map<std::string, RescuedJob> by_id;
+  for (const RescuedJob& r : *rescued) by_id[r.id] = r;
+  EXPECT_EQ(by_id[asked].status, JobStatus::kFrozen);
+  EXPECT_EQ(by_id[lost].status, JobStatus::kFailed);
+  EXPECT_EQ(Get(asked).last_error, std::optional<std::string>(std::string(kJobCancelledError)));
+  EXPECT_EQ(Get(lost).last_error, std::optional<std::string>(std::string(kJobTimedOutError)));
+}
+
+TEST_P(JobsTest, ARequestWhoseAttemptEndedIsDroppedByTheNextCancel) {
+  const std::string first = Enqueue(Job("k"));
+  auto a = Claim(1);
+  ASSERT_EQ(a.size(), 1u);
+  OCTOP_ASSERT_OK(jobs_->CancelJob({first}));
+  ASSERT_TRUE(Complete(a[0], JobOutcome::kSuccess));
+  const std::string second = Enqueue(Job("k"));
+  auto b = Claim(1);
+  ASSERT_EQ(b.size(), 1u);
+  OCTOP_ASSERT_OK(jobs_->CancelJob({second}));
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
+    auto r = tx.Execute("SELECT job_id FROM octop_job_cancels", {});
+    if (!r.ok()) return r.status();
+    rows = r->rows;
+    return Status::Ok();
+  }));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], std::optional<std::string>(second));
 }
 
 // ---- Queues -----------------------------------------------------------------------------------------------
@@ -1234,7 +1336,7 @@ TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
   auto names = admin().AppliedMigrations(MigrationLine::kJobs);
   OCTOP_ASSERT_OK(names);
   ASSERT_FALSE(names->empty());
-  EXPECT_EQ(names->back(), "octop_0005_lease_ids");
+  EXPECT_EQ(names->back(), "octop_0006_job_cancels");
   auto queues = admin().DescribeTable("octop_queues");
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 3u);

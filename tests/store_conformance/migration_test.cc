@@ -87,10 +87,11 @@ TEST_P(StoreMigrations, AJobNamespaceHoldsOnlyTheQueuesTables) {
   OCTOP_ASSERT_OK(jobs_->Migrate());
   auto tables = admin().ListTables();
   OCTOP_ASSERT_OK(tables);
-  std::vector<std::string> expected = {"octop_config", "octop_jobs", "octop_migrations", "octop_queues"};
+  std::vector<std::string> expected = {"octop_config", "octop_job_cancels", "octop_jobs", "octop_migrations",
+                                       "octop_queues"};
   if (GetParam().name == "postgres") {
-    expected = {"octop_config",     "octop_job_keys", "octop_job_leases",  "octop_jobs",
-                "octop_migrations", "octop_queues",   "octop_waiting_jobs"};
+    expected = {"octop_config", "octop_job_cancels", "octop_job_keys", "octop_job_leases",
+                "octop_jobs",   "octop_migrations",  "octop_queues",   "octop_waiting_jobs"};
   }
   EXPECT_EQ(*tables, expected);
 }

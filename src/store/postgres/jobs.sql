@@ -130,10 +130,20 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan'
 -- lease is never updated here: completions of one claim by many workers would queue on its row lock, each behind
 -- the previous one's commit. The lease is locked with SKIP LOCKED, after the job rows: a rescuer or renewer that
 -- holds it keeps it (they lock the lease first), so none of them waits for the other in a cycle.
+-- An attempt asked to stop (a row in octop_job_cancels for its token) that fails or is handed back ends as a
+-- cancel, with the error $7: a cancelled job never waits again. Looked up for those outcomes only.
 -- Returns the 1-based positions that were applied.
-WITH c AS (
+WITH given AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::int[], $5::text[], $6::interval[])
-    WITH ORDINALITY AS c(id, token, outcome, error, delay, ord)),
+    WITH ORDINALITY AS g(id, token, outcome, error, delay, ord)),
+stopped AS (
+  SELECT g.*, g.outcome IN (1, 3) AND EXISTS (
+           SELECT 1 FROM {ns}.octop_job_cancels x WHERE x.job_id = g.id AND x.attempt_token = g.token) AS cancel
+  FROM given g),
+c AS (
+  SELECT id, token, CASE WHEN cancel THEN 2 ELSE outcome END AS outcome,
+         CASE WHEN cancel THEN $7 ELSE error END AS error, delay, ord
+  FROM stopped),
 updated AS (
   UPDATE {ns}.octop_jobs j
   SET status = CASE
@@ -207,8 +217,9 @@ SELECT ord FROM updated;
 -- $2 backoff base, $3 backoff cap, $4 the error, $5 the tokens spared, $6 expired before (NULL: now; LEAST skips
 -- a NULL). Expired leases are locked with SKIP LOCKED (a lease being renewed right now is left to its renewer) and
 -- deleted; their jobs still running under the lease's token fail (or freeze) like a failed attempt, waiting again
--- or giving their unique key up. A job whose completer holds its row is waited for, then left alone (no longer
--- running); a completer never waits for a lease (SKIP LOCKED), so the two never deadlock.
+-- or giving their unique key up -- except an attempt asked to stop (octop_job_cancels), which ends frozen with
+-- the error $7. A job whose completer holds its row is waited for, then left alone (no longer running); a
+-- completer never waits for a lease (SKIP LOCKED), so the two never deadlock.
 WITH expired AS (
   SELECT attempt_token, job_ids FROM {ns}.octop_job_leases
   WHERE expires_at < LEAST(COALESCE($1::timestamptz, now()), $6::timestamptz)
@@ -218,17 +229,23 @@ dropped AS (
   DELETE FROM {ns}.octop_job_leases l USING expired e WHERE l.attempt_token = e.attempt_token),
 rescued AS (
   UPDATE {ns}.octop_jobs j
-  SET status = CASE WHEN j.attempt <= j.max_retries THEN 'failed' ELSE 'frozen' END,
+  SET status = CASE WHEN j.attempt <= j.max_retries AND NOT x.cancel THEN 'failed' ELSE 'frozen' END,
       scheduled_at = CASE
-        WHEN j.attempt <= j.max_retries
+        WHEN j.attempt <= j.max_retries AND NOT x.cancel
           THEN COALESCE($1::timestamptz, now())
                + LEAST($2::interval * power(2, LEAST(GREATEST(j.attempt - 1, 0), 30)), $3::interval)
         ELSE j.scheduled_at
       END,
-      completed_at = CASE WHEN j.attempt <= j.max_retries THEN NULL ELSE COALESCE($1::timestamptz, now()) END,
+      completed_at = CASE
+        WHEN j.attempt <= j.max_retries AND NOT x.cancel THEN NULL
+        ELSE COALESCE($1::timestamptz, now())
+      END,
       expires_at = NULL,
-      last_error = $4
-  FROM (SELECT unnest(job_ids) AS id, attempt_token FROM expired) x
+      last_error = CASE WHEN x.cancel THEN $7 ELSE $4 END
+  FROM (SELECT e.id, e.attempt_token,
+               EXISTS (SELECT 1 FROM {ns}.octop_job_cancels k
+                       WHERE k.job_id = e.id AND k.attempt_token = e.attempt_token) AS cancel
+        FROM (SELECT unnest(job_ids) AS id, attempt_token FROM expired) e) x
   WHERE j.id = x.id AND j.attempt_token = x.attempt_token AND j.status = 'running'
   RETURNING j.id, j.queue, j.kind, j.priority, j.scheduled_at, j.status, j.attempt, j.unique_key),
 requeued AS (
@@ -279,11 +296,14 @@ notified AS (SELECT pg_notify('octop_jobs', $3 || queue) FROM updated)
 SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated), (SELECT count(*) FROM notified);
 
 -- name: CancelJob
--- $2 id, $3 the error. current = NULL: NotFound; updated = 0: Conflict (running, or already final). The waiting
--- row is deleted first (the claim's lock order); only a job that had one is frozen, and it gives its key up. A
--- waiting job whose row a claim took meanwhile is reported by its status read before (pending or failed): it is
--- running now.
-WITH current_row AS (SELECT status FROM {ns}.octop_jobs WHERE id = $2::uuid),
+-- $2 id, $3 the error, $4 notification prefix. current = NULL: NotFound; updated = 1: frozen; requested = 1: a
+-- running job's attempt is asked to stop; neither: Conflict (already final). The waiting row is deleted first
+-- (the claim's lock order); only a job that had one is frozen, and it gives its key up. A waiting job whose row
+-- a claim took meanwhile is reported by its status read before (pending or failed): it is running now, and the
+-- caller asks again. A running job is not touched (its worker owns the row): the request names its attempt's
+-- token, and the notification its id. Requests whose attempt has ended (not running under that token any more)
+-- are dropped first, so the table holds about as many rows as there are live requests.
+WITH current_row AS (SELECT status, attempt_token FROM {ns}.octop_jobs WHERE id = $2::uuid),
 unwaited AS (DELETE FROM {ns}.octop_waiting_jobs WHERE id = $2::uuid RETURNING id),
 updated AS (
   UPDATE {ns}.octop_jobs
@@ -291,8 +311,27 @@ updated AS (
   WHERE id = $2::uuid AND status IN ('pending', 'failed') AND EXISTS (SELECT 1 FROM unwaited)
   RETURNING id, unique_key),
 unkeyed AS (
-  DELETE FROM {ns}.octop_job_keys k USING updated u WHERE k.unique_key = u.unique_key AND k.job_id = u.id)
-SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated);
+  DELETE FROM {ns}.octop_job_keys k USING updated u WHERE k.unique_key = u.unique_key AND k.job_id = u.id),
+swept AS (
+  DELETE FROM {ns}.octop_job_cancels x
+  WHERE x.job_id <> $2::uuid
+    AND NOT EXISTS (SELECT 1 FROM {ns}.octop_jobs j
+                    WHERE j.id = x.job_id AND j.attempt_token = x.attempt_token AND j.status = 'running')),
+requested AS (
+  INSERT INTO {ns}.octop_job_cancels (job_id, attempt_token, requested_at)
+  SELECT $2::uuid, attempt_token, COALESCE($1::timestamptz, now()) FROM current_row
+  WHERE status = 'running' AND attempt_token IS NOT NULL
+  ON CONFLICT (job_id) DO UPDATE
+    SET attempt_token = EXCLUDED.attempt_token, requested_at = EXCLUDED.requested_at
+  RETURNING job_id)
+SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated),
+       (SELECT count(*) FROM (SELECT pg_notify('octop_job_cancels', $4 || job_id::text) FROM requested) n);
+
+-- name: CancelRequestsFor
+-- $1 attempt tokens. The requests of attempts still running under one of them.
+SELECT x.job_id::text FROM {ns}.octop_job_cancels x
+JOIN {ns}.octop_jobs j ON j.id = x.job_id AND j.attempt_token = x.attempt_token AND j.status = 'running'
+WHERE x.attempt_token = ANY ($1::text[]);
 
 -- name: GetJob
 SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, attempt, max_retries, attempt_token,

@@ -260,3 +260,15 @@ ALTER TABLE {ns}.octop_jobs SET (fillfactor = 50);
 -- whole array: measured, a lease of 256 ids took 111 us to insert with the attempt and 23 without it, one of 500
 -- 243 and 35, and none was stored compressed (docs/store.md §8.5). Catalog only: no row is rewritten.
 ALTER TABLE {ns}.octop_job_leases ALTER COLUMN job_ids SET STORAGE EXTERNAL;
+
+-- name: Migration9JobCancels
+-- octop_0006_job_cancels: a cancel of a running job is a request to whichever node runs it (docs/jobs.md,
+-- "Cancelling a running job"). One row per job whose running attempt (its token) was asked to stop; the node
+-- learns it from a notification, or from this table on its next rescue pass, and an attempt that fails, or is
+-- handed back, or whose lease runs out under a request ends frozen instead of waiting again. A row whose attempt
+-- has ended is dropped by the next cancel request. A new table only: nothing else changes.
+CREATE TABLE {ns}.octop_job_cancels (
+  job_id uuid NOT NULL PRIMARY KEY,
+  attempt_token text NOT NULL,
+  requested_at timestamptz NOT NULL
+);

@@ -117,6 +117,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         renew_job_leases_(Make("RenewJobLeases", sql::kRenewJobLeases)),
         retry_job_(Make("RetryJob", sql::kRetryJob)),
         cancel_job_(Make("CancelJob", sql::kCancelJob)),
+        cancel_requests_(Make("CancelRequestsFor", sql::kCancelRequestsFor)),
         get_job_(Make("GetJob", sql::kGetJob)),
         list_jobs_(Make("ListJobs", sql::kListJobs)),
         list_failed_jobs_(Make("ListFailedJobs", sql::kListFailedJobs)),
@@ -217,6 +218,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       params.push_back(ArrayLiteral(outcomes));
       params.push_back(ArrayLiteral(errors));
       params.push_back(ArrayLiteral(delays));
+      params.push_back(std::string(kJobCancelledError));
     }
     OCTOP_ASSIGN_OR_RETURN(
         PgResult r, ns().RunWithSettings(index_plan_settings_,
@@ -235,7 +237,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
                         index_plan_settings_, rescue_jobs_,
                         {NowParam(), FormatInterval(params.backoff_base), FormatInterval(params.backoff_max),
                          std::string(kJobTimedOutError), TextArrayLiteral(params.spare_tokens),
-                         PgNamespace::TimeParam(params.expired_before)}));
+                         PgNamespace::TimeParam(params.expired_before), std::string(kJobCancelledError)}));
     std::vector<RescuedJob> rescued;
     for (int i = 0; i < r.rows(); ++i) {
       rescued.push_back(
@@ -273,16 +275,29 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     return Status::Ok();
   }
 
-  Status CancelJob(const CancelJobParams& params) override {
-    OCTOP_ASSIGN_OR_RETURN(PgResult r,
-                           Run(cancel_job_, {NowParam(), params.id, std::string(kJobCancelledError)}));
-    if (r.IsNull(0, 0)) return NoSuchJob(params.id);
-    if (Count(r, 0, 1) == 1) return Status::Ok();
-    // Read before the statement locked anything: a waiting job not cancelled was claimed meanwhile.
-    if (r.Text(0, 0) == "running" || r.Text(0, 0) == "pending" || r.Text(0, 0) == "failed") {
-      return ConflictError("Job " + params.id + " is currently running");
+  Result<CancelJobResult> CancelJob(const CancelJobParams& params) override {
+    // A waiting job a claim took between the statement's read and its delete is running by the next try.
+    for (int attempt = 0;; ++attempt) {
+      OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                             Run(cancel_job_, {NowParam(), params.id, std::string(kJobCancelledError),
+                                               PgNotifyPrefix(ns().schema())}));
+      if (r.IsNull(0, 0)) return NoSuchJob(params.id);
+      if (Count(r, 0, 1) == 1) return CancelJobResult::kCancelled;
+      if (Count(r, 0, 2) == 1) return CancelJobResult::kStopRequested;
+      const std::string status = r.Text(0, 0);
+      if (status == "success" || status == "frozen") {
+        return ConflictError("Job " + params.id + " has already finished");
+      }
+      if (attempt == 2) return UnavailableError("Job " + params.id + " changed while it was being cancelled");
     }
-    return ConflictError("Job " + params.id + " has already finished");
+  }
+
+  Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) override {
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(cancel_requests_, {TextArrayLiteral(tokens)}));
+    std::vector<std::string> ids;
+    ids.reserve(static_cast<std::size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.Text(i, 0));
+    return ids;
   }
 
   Result<JobInfo> GetJob(std::string_view id) override {
@@ -514,9 +529,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   }
 
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, complete_succeeded_jobs_,
-      rescue_jobs_, renew_job_leases_, retry_job_, cancel_job_, get_job_, list_jobs_, list_failed_jobs_,
-      job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_, delete_finished_, get_config_,
-      set_config_, notify_job_queues_;
+      rescue_jobs_, renew_job_leases_, retry_job_, cancel_job_, cancel_requests_, get_job_, list_jobs_,
+      list_failed_jobs_, job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_,
+      delete_finished_, get_config_, set_config_, notify_job_queues_;
   // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
   const Statement claim_settings_, index_plan_settings_;
   EnqueueGroups enqueue_groups_;

@@ -44,28 +44,45 @@ RETURNING id, queue, kind, payload, priority, scheduled_at, status, attempt, max
 
 -- name: CompleteJob
 -- :outcome 0 success, 1 failed attempt (retry at now + :delay while attempt <= max_retries, else frozen), 2 cancel
--- (frozen now), 3 release (the attempt never started: the claim is undone). In SET every column reads its value
--- before the update. Fenced by the attempt token.
+-- (frozen now), 3 release (the attempt never started: the claim is undone). An attempt asked to stop (a row in
+-- octop_job_cancels for its token) that fails or is handed back ends as a cancel with :cancelled_error instead
+-- (x.o). In SET every column reads its value before the update. Fenced by the attempt token.
 UPDATE octop_jobs
 SET status = CASE
-      WHEN :outcome = 0 THEN 'success'
-      WHEN :outcome = 1 AND attempt <= max_retries THEN 'failed'
-      WHEN :outcome = 3 AND attempt <= 1 THEN 'pending'
-      WHEN :outcome = 3 THEN 'failed'
+      WHEN x.o = 0 THEN 'success'
+      WHEN x.o = 1 AND attempt <= max_retries THEN 'failed'
+      WHEN x.o = 3 AND attempt <= 1 THEN 'pending'
+      WHEN x.o = 3 THEN 'failed'
       ELSE 'frozen'
     END,
     scheduled_at = CASE
-      WHEN :outcome = 1 AND attempt <= max_retries THEN strftime('%Y-%m-%d %H:%M:%f', :now, :delay)
+      WHEN x.o = 1 AND attempt <= max_retries THEN strftime('%Y-%m-%d %H:%M:%f', :now, :delay)
       ELSE scheduled_at
     END,
-    completed_at = CASE WHEN (:outcome = 1 AND attempt <= max_retries) OR :outcome = 3 THEN NULL ELSE :now END,
-    attempt = CASE WHEN :outcome = 3 THEN max(attempt - 1, 0) ELSE attempt END,
-    attempt_token = CASE WHEN :outcome = 3 THEN NULL ELSE attempt_token END,
-    started_at = CASE WHEN :outcome = 3 AND attempt <= 1 THEN NULL ELSE started_at END,
-    worker_id = CASE WHEN :outcome = 3 THEN NULL ELSE worker_id END,
+    completed_at = CASE WHEN (x.o = 1 AND attempt <= max_retries) OR x.o = 3 THEN NULL ELSE :now END,
+    attempt = CASE WHEN x.o = 3 THEN max(attempt - 1, 0) ELSE attempt END,
+    attempt_token = CASE WHEN x.o = 3 THEN NULL ELSE attempt_token END,
+    started_at = CASE WHEN x.o = 3 AND attempt <= 1 THEN NULL ELSE started_at END,
+    worker_id = CASE WHEN x.o = 3 THEN NULL ELSE worker_id END,
     expires_at = NULL,
-    last_error = :error
+    last_error = CASE WHEN x.o <> :outcome THEN :cancelled_error ELSE :error END
+FROM (SELECT CASE
+               WHEN :outcome IN (1, 3) AND EXISTS (SELECT 1 FROM octop_job_cancels
+                                                   WHERE job_id = :id AND attempt_token = :token) THEN 2
+               ELSE :outcome
+             END AS o) AS x
 WHERE id = :id AND attempt_token = :token AND status = 'running';
+
+-- name: RescueCancelledJobs
+-- Run first in RescueExpiredJobs's transaction, with its parameters: an expired attempt asked to stop (a row in
+-- octop_job_cancels for its token) ends frozen with :cancelled_error instead of waiting again.
+UPDATE octop_jobs
+SET status = 'frozen', completed_at = :now, expires_at = NULL, last_error = :cancelled_error
+WHERE status = 'running' AND expires_at < :expired_before
+  AND coalesce(attempt_token, '') NOT IN (SELECT value FROM json_each(:spare_tokens))
+  AND EXISTS (SELECT 1 FROM octop_job_cancels k
+              WHERE k.job_id = octop_jobs.id AND k.attempt_token = octop_jobs.attempt_token)
+RETURNING id, status, attempt;
 
 -- name: RescueExpiredJobs
 -- :base_ms and :max_ms in milliseconds; the backoff doubles per attempt: min(base * 2^(attempt-1), max).
@@ -108,6 +125,26 @@ WHERE id = :id AND status IN ('failed', 'frozen');
 UPDATE octop_jobs
 SET status = 'frozen', last_error = :error, completed_at = :now, expires_at = NULL
 WHERE id = :id AND status IN ('pending', 'failed');
+
+-- name: SweepJobCancels
+-- Before a new request: drop the requests whose attempt has ended (not running under that token any more).
+DELETE FROM octop_job_cancels
+WHERE job_id <> :id
+  AND NOT EXISTS (SELECT 1 FROM octop_jobs j
+                  WHERE j.id = octop_job_cancels.job_id AND j.attempt_token = octop_job_cancels.attempt_token
+                    AND j.status = 'running');
+
+-- name: RequestJobCancel
+-- The request for a running job's attempt (its token); none when the job is not running.
+INSERT INTO octop_job_cancels (job_id, attempt_token, requested_at)
+SELECT id, attempt_token, :now FROM octop_jobs WHERE id = :id AND status = 'running' AND attempt_token IS NOT NULL
+ON CONFLICT (job_id) DO UPDATE SET attempt_token = excluded.attempt_token, requested_at = excluded.requested_at;
+
+-- name: CancelRequestsFor
+-- The requests of attempts still running under one of :tokens (a JSON array).
+SELECT x.job_id FROM octop_job_cancels x
+JOIN octop_jobs j ON j.id = x.job_id AND j.attempt_token = x.attempt_token AND j.status = 'running'
+WHERE x.attempt_token IN (SELECT value FROM json_each(:tokens));
 
 -- name: GetJob
 SELECT id, queue, kind, payload, priority, scheduled_at, status, attempt, max_retries, attempt_token, last_error,

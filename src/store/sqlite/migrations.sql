@@ -173,3 +173,12 @@ CREATE UNIQUE INDEX octop_jobs_unique_key ON octop_jobs (unique_key)
 -- octop_0005_lease_ids changes how PostgreSQL stores a lease's job ids; SQLite keeps no leases (its claims and
 -- its rescuer read octop_jobs), so there is nothing to do here: the migration is recorded so the two backends'
 -- lines stay the same.
+
+-- name: Migration9JobCancels
+-- octop_0006_job_cancels: a cancel of a running job is a request to whichever node runs it (docs/jobs.md,
+-- "Cancelling a running job"); the same table as on PostgreSQL (docs/store.md §8.3 CancelJob).
+CREATE TABLE octop_job_cancels (
+  job_id TEXT NOT NULL PRIMARY KEY,
+  attempt_token TEXT NOT NULL,
+  requested_at TEXT NOT NULL
+);

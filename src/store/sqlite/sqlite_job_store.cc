@@ -323,6 +323,7 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
                                   .BindOpt(":error", c.error)
                                   .Bind(":id", c.id)
                                   .Bind(":token", c.attempt_token)
+                                  .Bind(":cancelled_error", kJobCancelledError)
                                   .Run());
         applied[i] = update.Changes() == 1;
       }
@@ -339,14 +340,19 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
       OCTOP_RETURN_IF_ERROR(tx.Begin());
       OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       std::vector<RescuedJob> rescued;
-      {
-        Stmt row(conn, sql::kRescueExpiredJobs);
-        row.Bind(":now", now)
-            .Bind(":expired_before", SqliteNamespace::Earlier(now, params.expired_before))
-            .Bind(":base_ms", duration_cast<milliseconds>(params.backoff_base).count())
-            .Bind(":max_ms", duration_cast<milliseconds>(params.backoff_max).count())
-            .Bind(":error", kJobTimedOutError)
-            .Bind(":spare_tokens", TextsJson(params.spare_tokens));
+      const std::string expired_before = SqliteNamespace::Earlier(now, params.expired_before);
+      const std::string spare = TextsJson(params.spare_tokens);
+      // The attempts asked to stop first (frozen), then the others (failed or frozen by their attempts).
+      for (const bool cancelled : {true, false}) {
+        Stmt row(conn, cancelled ? sql::kRescueCancelledJobs : sql::kRescueExpiredJobs);
+        row.Bind(":now", now).Bind(":expired_before", expired_before).Bind(":spare_tokens", spare);
+        if (cancelled) {
+          row.Bind(":cancelled_error", kJobCancelledError);
+        } else {
+          row.Bind(":base_ms", duration_cast<milliseconds>(params.backoff_base).count())
+              .Bind(":max_ms", duration_cast<milliseconds>(params.backoff_max).count())
+              .Bind(":error", kJobTimedOutError);
+        }
         while (row.Step()) {
           const auto status = ParseJobStatus(row.Text(1));
           rescued.push_back({row.Text(0), status.value_or(JobStatus::kFailed), static_cast<int>(row.Int(2))});
@@ -400,25 +406,43 @@ class SqliteJobStore final : public SqliteStoreBase<JobStore> {
     return status;
   }
 
-  Status CancelJob(const CancelJobParams& params) override {
-    return ns().Guard([&](Connection& conn) -> Status {
+  Result<CancelJobResult> CancelJob(const CancelJobParams& params) override {
+    Result<CancelJobResult> result = ns().Guard([&](Connection& conn) -> Result<CancelJobResult> {
       ImmediateTransaction tx(conn);
       OCTOP_RETURN_IF_ERROR(tx.Begin());
       OCTOP_ASSIGN_OR_RETURN(std::string now, ns().Now(conn));
       Stmt update(conn, sql::kCancelJob);
       OCTOP_RETURN_IF_ERROR(
           update.Bind(":id", params.id).Bind(":now", now).Bind(":error", kJobCancelledError).Run());
-      const bool cancelled = update.Changes() == 1;
-      std::string current;
-      if (!cancelled) {
-        OCTOP_ASSIGN_OR_RETURN(std::optional<JobState> state, ReadJobState(conn, params.id));
-        if (!state) return NoSuchJob(params.id);
-        current = state->status;
+      if (update.Changes() == 1) {
+        OCTOP_RETURN_IF_ERROR(tx.Commit());
+        return CancelJobResult::kCancelled;
       }
+      OCTOP_ASSIGN_OR_RETURN(std::optional<JobState> state, ReadJobState(conn, params.id));
+      if (!state) return NoSuchJob(params.id);
+      if (state->status != "running") return ConflictError("Job " + params.id + " has already finished");
+      // Running: its worker owns the row; record the request for its attempt (docs/store.md §8.3 CancelJob).
+      Stmt sweep(conn, sql::kSweepJobCancels);
+      OCTOP_RETURN_IF_ERROR(sweep.Bind(":id", params.id).Run());
+      Stmt request(conn, sql::kRequestJobCancel);
+      OCTOP_RETURN_IF_ERROR(request.Bind(":id", params.id).Bind(":now", now).Run());
       OCTOP_RETURN_IF_ERROR(tx.Commit());
-      if (cancelled) return Status::Ok();
-      if (current == "running") return ConflictError("Job " + params.id + " is currently running");
-      return ConflictError("Job " + params.id + " has already finished");
+      return CancelJobResult::kStopRequested;
+    });
+    if (result.ok() && *result == CancelJobResult::kStopRequested) {
+      ns().hub().Publish(kJobCancelChannel, params.id);
+    }
+    return result;
+  }
+
+  Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) override {
+    return ns().Guard([&](Connection& conn) -> Result<std::vector<std::string>> {
+      Stmt row(conn, sql::kCancelRequestsFor);
+      row.Bind(":tokens", TextsJson(tokens));
+      std::vector<std::string> ids;
+      while (row.Step()) ids.push_back(row.Text(0));
+      OCTOP_RETURN_IF_ERROR(row.status());
+      return ids;
     });
   }
 
