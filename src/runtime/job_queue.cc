@@ -255,12 +255,11 @@ class JobQueue::Impl {
         RefreshConfig();
         config_at = now + std::max(o.config_refresh_interval, std::chrono::milliseconds(1));
       }
-      if (o.rescue_interval.count() > 0 && now >= rescue_at) {
-        ReadCancelRequests();
+      const bool rescue_due = o.rescue_interval.count() > 0 && now >= rescue_at;
+      if (cancels_dirty.exchange(false) || rescue_due) ReadCancelRequests();
+      if (rescue_due) {
         Rescue();
         rescue_at = now + o.rescue_interval;
-      } else if (cancels_dirty.exchange(false)) {
-        ReadCancelRequests();
       }
       if (o.retention_interval.count() > 0 && now >= retention_at) {
         Retention();
