@@ -17,7 +17,27 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-class JobQueueTest : public JobQueueTestBase {};
+class JobQueueTest : public JobQueueTestBase {
+ protected:
+  // Opens and starts a node with one worker whose "blocking" handler waits for gate_ or its stop_token (then
+  // sets flag_ and fails), and enqueues a job it is running on return; *id is that job's id.
+  JobQueue& RunBlockingJob(JobQueueOptions options, std::string* id) {
+    JobQueue& q = Open(std::move(options));
+    EXPECT_TRUE(q.RegisterHandler("blocking", [&](const JobContext& ctx) {
+                   calls_.Add(ctx);
+                   if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
+                   flag_ = true;
+                   return JobResult::Fail("stopped");
+                 }).ok());
+    EXPECT_TRUE(q.AddWorkers("default", 1).ok());
+    EXPECT_TRUE(q.Start().ok());
+    auto enqueued = q.Enqueue(Spec("blocking"));
+    EXPECT_TRUE(enqueued.ok());
+    if (enqueued.ok()) *id = enqueued->id;
+    EXPECT_TRUE(calls_.WaitFor(1));
+    return q;
+  }
+};
 
 double MetricValue(JobQueue& q, const std::string& name, const std::map<std::string, std::string>& labels) {
   double total = 0;
@@ -416,34 +436,26 @@ TEST_P(JobQueueTest, ACancelThroughAnotherNodeStopsTheRunningJob) {
   auto options_a = Options(&Clock::Real());
   options_a.rescue_interval = 0ms;
   options_a.worker_id = "node-a";
-  JobQueue& a = Open(options_a);
-  ASSERT_TRUE(a.RegisterHandler("blocking", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
-                 flag_ = true;
-                 return JobResult::Fail("stopped");
-               }).ok());
-  ASSERT_TRUE(a.AddWorkers("default", 1).ok());
-  ASSERT_TRUE(a.Start().ok());
-  auto id = a.Enqueue(Spec("blocking"));
-  ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
+  std::string id;
+  JobQueue& a = RunBlockingJob(options_a, &id);
+  ASSERT_EQ(calls_.size(), 1u);
 
   auto options_b = Options(&Clock::Real());
   options_b.worker_id = "node-b";
   JobQueue& b = Open(options_b);
   ASSERT_TRUE(b.Start().ok());
-  ASSERT_TRUE(b.CancelJob(id->id).ok()) << "a job running elsewhere is asked to stop, not refused";
-  ASSERT_TRUE(WaitForJob(b, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
+  ASSERT_TRUE(b.CancelJob(id).ok()) << "a job running elsewhere is asked to stop, not refused";
+  ASSERT_TRUE(WaitForJob(b, id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
       << logs_.Dump();
   EXPECT_TRUE(flag_.load()) << "the handler saw its stop_token fire";
-  const JobInfo job = b.GetJob(id->id).value();
+  const JobInfo job = b.GetJob(id).value();
   EXPECT_EQ(job.last_error, "Job was cancelled") << "a stopped attempt is not retried";
   EXPECT_EQ(job.attempt, 1);
   // A's completer counts the completion once its statement has returned, after B can see the row.
-  EXPECT_TRUE(Eventually(
-      [&] { return MetricValue(a, "octop_jobs_completed_total", {{"result", "cancelled"}}) == 1; }));
-  EXPECT_EQ(b.CancelJob(id->id).code(), StatusCode::kConflict);  // finished now
+  EXPECT_TRUE(Eventually([&] {
+    return MetricValue(a, "octop_jobs_completed_total", {{"result", "cancelled"}}) == 1;
+  }));
+  EXPECT_EQ(b.CancelJob(id).code(), StatusCode::kConflict);  // finished now
 }
 
 TEST_P(JobQueueTest, ACancelRequestWhoseNotificationWasMissedIsReadAtTheNextRescuePass) {
@@ -451,30 +463,21 @@ TEST_P(JobQueueTest, ACancelRequestWhoseNotificationWasMissedIsReadAtTheNextResc
   // the node reads the requests for the attempts it holds on each rescue pass.
   auto options = Options(&Clock::Real());
   options.rescue_interval = 50ms;
-  JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("blocking", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
-                 flag_ = true;
-                 return JobResult::Fail("stopped");
-               }).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
-  ASSERT_TRUE(q.Start().ok());
-  auto id = q.Enqueue(Spec("blocking"));
-  ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(calls_.WaitFor(1));
+  std::string id;
+  JobQueue& q = RunBlockingJob(options, &id);
+  ASSERT_EQ(calls_.size(), 1u);
   ASSERT_TRUE(q.WithTransaction([&](Transaction& tx) -> Status {
                  return tx
                      .Execute(
                          "INSERT INTO octop_job_cancels (job_id, attempt_token, requested_at) "
                          "SELECT id, attempt_token, created_at FROM octop_jobs WHERE CAST(id AS text) = $1",
-                         {id->id})
+                         {id})
                      .status();
                }).ok());
-  ASSERT_TRUE(WaitForJob(q, id->id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
+  ASSERT_TRUE(WaitForJob(q, id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
       << logs_.Dump();
   EXPECT_TRUE(flag_.load());
-  EXPECT_EQ(q.GetJob(id->id)->last_error, "Job was cancelled");
+  EXPECT_EQ(q.GetJob(id)->last_error, "Job was cancelled");
 }
 
 TEST_P(JobQueueTest, TheRescuerReRunsAJobWhoseWorkerVanishedAndFencesTheLateCompletion) {
