@@ -93,7 +93,7 @@ jobs:
     - kind: slow-export
       queue: slow
       timeout: 5m
-      command: [sh, -c, 'cat >/dev/null; exec sleep 300']
+      command: { argv: [sh, -c, 'cat >/dev/null; trap "" TERM; exec sleep 300'], killGrace: 2s }
 `;
 }
 

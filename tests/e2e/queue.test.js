@@ -234,7 +234,8 @@ test('Cancel on a running job asks its node to stop it: the row says so, and the
   const message = row.locator('.action-message[data-kind="ok"] .text');
   await message.waitFor({ timeout: 5000 });
   assert.equal(await textOf(message), 'Stop requested: it ends frozen unless it finishes first.');
-  // The command would sleep five minutes: its process group is stopped, and a stopped attempt is not retried.
+  // The command ignores SIGTERM, so it is still running when the API answers (the message above depends on
+  // that) and is killed after its 2 s killGrace; a stopped attempt is not retried.
   const stopped = await octopd.waitForJob(id, 'frozen', { timeout: 20000 });
   assert.equal(stopped.lastError, 'Job was cancelled');
   assert.equal(stopped.attempt, 1);
