@@ -99,11 +99,11 @@ class JobQueue::Impl {
     }
   }
 
-  // The fallback for a missed cancel notification: the requests for the attempts this node holds.
-  void ReadCancelRequests() {
-    std::vector<std::string> tokens = HeldTokens();
-    if (tokens.empty()) return;
-    Result<std::vector<std::string>> ids = store->CancelRequestsFor(tokens);
+  // The fallback for a missed cancel notification: the requests for the attempts this node holds (`held`,
+  // from HeldTokens()).
+  void ReadCancelRequests(const std::vector<std::string>& held) {
+    if (held.empty()) return;
+    Result<std::vector<std::string>> ids = store->CancelRequestsFor(held);
     if (!ids.ok()) {
       context.Log(LogLevel::kWarn, "Failed to read the cancel requests, " + ids.status().ToString());
       return;
@@ -196,11 +196,12 @@ class JobQueue::Impl {
                                      std::to_string(hold.count() / 1000) + " s before its next sweep");
   }
 
-  void Rescue() {
+  // `held`: HeldTokens(), read for this pass.
+  void Rescue(std::vector<std::string> held) {
     store::RescueExpiredJobsParams params;
     // This node's own attempts are alive whatever their expires_at says: it runs them, and ends each at its
     // timeout on the monotonic clock.
-    params.spare_tokens = HeldTokens();
+    params.spare_tokens = std::move(held);
     // Nor what a step of the database's clock since the last reading would expire: that step is handled
     // first, at the next reading.
     params.expired_before = context.db_clock->Now();
@@ -256,10 +257,15 @@ class JobQueue::Impl {
         config_at = now + std::max(o.config_refresh_interval, std::chrono::milliseconds(1));
       }
       const bool rescue_due = o.rescue_interval.count() > 0 && now >= rescue_at;
-      if (cancels_dirty.exchange(false) || rescue_due) ReadCancelRequests();
-      if (rescue_due) {
-        Rescue();
-        rescue_at = now + o.rescue_interval;
+      if (cancels_dirty.exchange(false) || rescue_due) {
+        // One read of the attempts held serves both: the cancel requests for them, and the rescuer's spares
+        // (an attempt claimed after this read has a fresh lease, which no rescue can take).
+        std::vector<std::string> held = HeldTokens();
+        ReadCancelRequests(held);
+        if (rescue_due) {
+          Rescue(std::move(held));
+          rescue_at = now + o.rescue_interval;
+        }
       }
       if (o.retention_interval.count() > 0 && now >= retention_at) {
         Retention();

@@ -19,10 +19,9 @@ using Json = nlohmann::json;
 
 class JobQueueTest : public JobQueueTestBase {
  protected:
-  // Opens and starts a node with one worker whose "blocking" handler waits for gate_ or its stop_token (then
-  // sets flag_ and fails), and enqueues a job it is running on return; *id is that job's id.
-  JobQueue& RunBlockingJob(JobQueueOptions options, std::string* id) {
-    JobQueue& q = Open(std::move(options));
+  // The "blocking" handler: waits for gate_ (done) or its stop_token (then sets flag_ and fails), with one
+  // worker on the default queue.
+  void AddBlockingWorker(JobQueue& q) {
     EXPECT_TRUE(q.RegisterHandler("blocking", [&](const JobContext& ctx) {
                    calls_.Add(ctx);
                    if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
@@ -30,6 +29,12 @@ class JobQueueTest : public JobQueueTestBase {
                    return JobResult::Fail("stopped");
                  }).ok());
     EXPECT_TRUE(q.AddWorkers("default", 1).ok());
+  }
+  // Opens and starts a node with AddBlockingWorker, and enqueues a job it is running on return; *id is that
+  // job's id.
+  JobQueue& RunBlockingJob(JobQueueOptions options, std::string* id) {
+    JobQueue& q = Open(std::move(options));
+    AddBlockingWorker(q);
     EXPECT_TRUE(q.Start().ok());
     auto enqueued = q.Enqueue(Spec("blocking"));
     EXPECT_TRUE(enqueued.ok());
@@ -394,13 +399,8 @@ TEST_P(JobQueueTest, APausedQueueKeepsItsJobsUntilResumed) {
 
 TEST_P(JobQueueTest, ManualCancelAndRetry) {
   JobQueue& q = Open(Options(&Clock::Real()));
-  ASSERT_TRUE(q.RegisterHandler("blocking", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 if (gate_.Wait(ctx.stop_token)) return JobResult::Done();
-                 flag_ = true;
-                 return JobResult::Fail("stopped");
-               }).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  AddBlockingWorker(q);
+  ASSERT_FALSE(HasFailure());
 
   // Pending (not started): cancelled in the database.
   auto pending = q.Enqueue(Spec("blocking"));
