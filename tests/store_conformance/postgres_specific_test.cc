@@ -449,7 +449,7 @@ TEST_F(PostgresSpecificTest, SettingsRunInTheStatementsTransactionAndEndWithIt) 
   auto opened = postgres::PgConnection::Open(url_);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   postgres::PgConnection& conn = **opened;
-  const std::string settings = "SELECT set_config('enable_seqscan', 'off', true)";
+  const std::string settings_name = "settings", settings = "SELECT set_config('enable_seqscan', 'off', true)";
   const std::string probe = "SELECT current_setting('enable_seqscan'), $1::text, txid_current_if_assigned()";
   auto r = conn.ExecPreparedWithSettings("settings", settings, "probe", probe, {std::string("x")});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -482,6 +482,27 @@ TEST_F(PostgresSpecificTest, SettingsRunInTheStatementsTransactionAndEndWithIt) 
   auto again = conn.ExecPreparedWithSettings("settings", settings, "probe", probe, {std::string("z")});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->Text(0, 1), "z");
+
+  // Three calls, each with its parameters: a snapshot per call (the third sees the second's row); one
+  // transaction (a failing middle call undoes the first call's write, and the third does not run).
+  const std::string insert_name = "insert n", insert = "INSERT INTO pipeline_probe VALUES ($1::int)";
+  const std::string read_name = "read n", read = "SELECT count(*) FROM pipeline_probe";
+  const postgres::PgParams two{std::string("2")}, none{}, zero{std::string("0")};
+  auto three = conn.ExecPreparedPipeline(
+      {{&settings_name, &settings, nullptr}, {&insert_name, &insert, &two}, {&read_name, &read, &none}});
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  EXPECT_EQ(three->Text(0, 0), "1");
+  EXPECT_FALSE(conn.in_transaction());
+  const std::string divide_name = "divide", divide = "SELECT 1 / $1::int";
+  auto stopped = conn.ExecPreparedPipeline(
+      {{&insert_name, &insert, &two}, {&divide_name, &divide, &zero}, {&insert_name, &insert, &two}});
+  EXPECT_FALSE(stopped.ok());
+  EXPECT_NE(stopped.status().message().find("division by zero"), std::string::npos)
+      << stopped.status().ToString();
+  EXPECT_FALSE(conn.broken());
+  auto kept = conn.ExecParams("SELECT count(*) FROM pipeline_probe", {});
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->Text(0, 0), "1");
 }
 
 TEST_F(PostgresSpecificTest, EnqueueWakeUpsAreSentAfterTheCallReturnedEvenWhenTheStoreIsClosedAtOnce) {
@@ -837,6 +858,145 @@ TEST_F(PostgresSpecificTest, BackstageSessionsOnAPluginsDatabaseAreCounted) {
   auto queue = Open(ns_);
   ASSERT_NE(queue, nullptr);
   EXPECT_EQ(*queue->CountBackstageSessions(), 0);
+}
+
+// A stop request and the end of the attempt it names, racing (docs/store.md §8.4): CancelJob writes a request
+// only while it holds the job row's lock, and the failing completion and the rescuer lock the rows in a
+// statement of their own before the one that reads the requests. Each test holds the job row in a session of
+// its own, so that the statements are made to wait where the race would otherwise be.
+class CancelRaceTest : public PostgresSpecificTest {
+ protected:
+  void SetUp() override {
+    PostgresSpecificTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    store_ = OpenJobs(ns_, /*pool_size=*/4, &clock_);
+    ASSERT_NE(store_, nullptr);
+    JobSpec spec{.kind = "k"};
+    spec.max_retries = 5;
+    auto enqueued = store_->EnqueueJobs({spec});
+    ASSERT_TRUE(enqueued.ok()) << enqueued.status().ToString();
+    auto claimed = store_->ClaimJobs({.queue = "default", .limit = 1, .timeout = seconds(10)});
+    ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+    ASSERT_EQ(claimed->size(), 1u);
+    job_ = claimed->front();
+    auto holder = PgAdminSession::Open(base_url_);
+    ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+    holder_ = std::move(holder).value();
+  }
+
+  std::string Table(const std::string& name) const { return "\"" + ns_ + "\"." + name; }
+
+  // The holder's transaction: the job row locked, as CancelJob and a completion lock it.
+  void HoldTheJobRow() {
+    ASSERT_TRUE(holder_->Query("BEGIN").ok());
+    auto locked =
+        holder_->Query("SELECT 1 FROM " + Table("octop_jobs") + " WHERE id = $1 FOR UPDATE", {job_.id});
+    ASSERT_TRUE(locked.ok()) << locked.status().ToString();
+    ASSERT_EQ(locked->size(), 1u);
+  }
+
+  // Waits (with a deadline) until `n` of the store's sessions wait for a lock; false at the deadline, or at
+  // once once `gave_up` is set.
+  bool WaitForLockWaiters(int n, const std::atomic<bool>* gave_up = nullptr) {
+    for (auto deadline = std::chrono::steady_clock::now() + seconds(20);
+         std::chrono::steady_clock::now() < deadline && (gave_up == nullptr || !gave_up->load());) {
+      auto rows = admin_->Query(
+          "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'",
+          {app_});
+      if (rows.ok() && (*rows)[0][0] == std::to_string(n)) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  // The claimed attempt's failure, due again in a second.
+  JobCompletion Failed() const {
+    return JobCompletion{.id = job_.id,
+                         .attempt_token = job_.attempt_token.value_or(""),
+                         .outcome = JobOutcome::kRetry,
+                         .error = std::string("boom"),
+                         .retry_delay = seconds(1)};
+  }
+
+  JobInfo Job() {
+    auto row = store_->GetJob(job_.id);
+    EXPECT_TRUE(row.ok()) << row.status().ToString();
+    return row.ok() ? *row : JobInfo{};
+  }
+
+  octop::testing::FakeClock clock_;
+  std::unique_ptr<JobStore> store_;
+  JobInfo job_;
+  std::unique_ptr<PgAdminSession> holder_;
+};
+
+TEST_F(CancelRaceTest, AStopRequestCommittedWhileTheFailingCompletionWaitsIsHonoured) {
+  // The holder is a cancel between its lock and its commit: the request is written, not yet committed.
+  HoldTheJobRow();
+  ASSERT_TRUE(holder_
+                  ->Query("INSERT INTO " + Table("octop_job_cancels") +
+                              " (job_id, attempt_token, requested_at) VALUES ($1, $2, now())",
+                          {job_.id, job_.attempt_token.value_or("")})
+                  .ok());
+  Result<std::vector<bool>> completed = std::vector<bool>{};
+  std::thread completer([&] { completed = store_->CompleteJobs({Failed()}); });
+  EXPECT_TRUE(WaitForLockWaiters(1));
+  ASSERT_TRUE(holder_->Query("COMMIT").ok());
+  completer.join();
+  ASSERT_TRUE(completed.ok()) << completed.status().ToString();
+  EXPECT_EQ(*completed, std::vector<bool>{true});
+  const JobInfo job = Job();
+  EXPECT_EQ(job.status, JobStatus::kFrozen);
+  EXPECT_EQ(job.last_error, std::optional<std::string>(std::string(kJobCancelledError)));
+  clock_.Advance(seconds(2));  // past the retry it did not get
+  auto again = store_->ClaimJobs({.queue = "default", .limit = 1, .timeout = seconds(10)});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->empty());
+}
+
+TEST_F(CancelRaceTest, ACancelQueuedBehindTheFailingCompletionFreezesTheJobItHandedBack) {
+  HoldTheJobRow();
+  Result<std::vector<bool>> completed = std::vector<bool>{};
+  std::thread completer([&] { completed = store_->CompleteJobs({Failed()}); });
+  ASSERT_TRUE(WaitForLockWaiters(1));
+  std::atomic<bool> cancel_returned{false};
+  Result<CancelJobResult> cancelled = CancelJobResult::kCancelled;
+  std::thread canceller([&] {
+    cancelled = store_->CancelJob({job_.id});
+    cancel_returned = true;
+  });
+  // The cancel waits for the row too (the old store wrote its request at once and missed the race).
+  EXPECT_TRUE(WaitForLockWaiters(2, &cancel_returned));
+  ASSERT_TRUE(holder_->Query("COMMIT").ok());
+  completer.join();
+  canceller.join();
+  ASSERT_TRUE(completed.ok()) << completed.status().ToString();
+  EXPECT_EQ(*completed, std::vector<bool>{true});
+  // Whichever of the two took the row first, the job ends frozen: handed back and then cancelled while
+  // waiting, or its stop requested and the failure turned into the cancel.
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  const JobInfo job = Job();
+  EXPECT_EQ(job.status, JobStatus::kFrozen);
+  EXPECT_EQ(job.last_error, std::optional<std::string>(std::string(kJobCancelledError)));
+}
+
+TEST_F(CancelRaceTest, AStopRequestCommittedWhileTheRescuerWaitsIsHonoured) {
+  HoldTheJobRow();
+  ASSERT_TRUE(holder_
+                  ->Query("INSERT INTO " + Table("octop_job_cancels") +
+                              " (job_id, attempt_token, requested_at) VALUES ($1, $2, now())",
+                          {job_.id, job_.attempt_token.value_or("")})
+                  .ok());
+  clock_.Advance(seconds(11));  // the claim's 10 s lease has expired
+  Result<std::vector<RescuedJob>> rescued = std::vector<RescuedJob>{};
+  std::thread rescuer([&] { rescued = store_->RescueExpiredJobs({}); });
+  EXPECT_TRUE(WaitForLockWaiters(1));
+  ASSERT_TRUE(holder_->Query("COMMIT").ok());
+  rescuer.join();
+  ASSERT_TRUE(rescued.ok()) << rescued.status().ToString();
+  ASSERT_EQ(rescued->size(), 1u);
+  EXPECT_EQ(rescued->front().status, JobStatus::kFrozen);
+  EXPECT_EQ(Job().last_error, std::optional<std::string>(std::string(kJobCancelledError)));
 }
 
 TEST_F(PostgresSpecificTest, MigrateWaitsForAKnexMigratorHoldingItsLock) {

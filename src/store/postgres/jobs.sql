@@ -120,6 +120,17 @@ SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan
 -- under 1 and ~6 (docs/performance.md). These settings make every other plan cost more than any index plan.
 SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
 
+-- name: LockJobRows
+-- $1 ids. Run before CompleteJobs (a batch that is not all successes), in its transaction and round trip:
+-- locks the batch's job rows, in id order. CompleteJobs reads the stop requests (octop_job_cancels) in the
+-- snapshot it takes when it starts, so a request committed while it runs would be missed and a cancelled
+-- attempt would wait for its retry. CancelJob writes a request only while it holds the job row's lock
+-- (LockJobToCancel), so once this statement holds the rows, every request for them has either committed --
+-- and CompleteJobs, a new statement with a new snapshot, sees it -- or waits for this transaction and then
+-- finds the job as it left it (docs/store.md §8.3 CancelJob). Successes need no lock: a success ends the job
+-- whatever was asked.
+SELECT 1 FROM {ns}.octop_jobs WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE;
+
 -- name: CompleteJobs
 -- $2 ids, $3 attempt tokens, $4 outcomes (0 success, 1 failed attempt, 2 cancel, 3 release: the attempt never
 -- started, the claim is undone), $5 errors, $6 retry delays. Fenced: only rows still running under the same token
@@ -213,6 +224,18 @@ lease_done AS (
   DELETE FROM {ns}.octop_job_leases l USING finished_lease f WHERE l.attempt_token = f.attempt_token)
 SELECT ord FROM updated;
 
+-- name: LockExpiredLeases
+-- $2 the tokens spared, $3 expired before (as RescueExpiredJobs's $5 and $6). Run before RescueExpiredJobs, in
+-- its transaction and round trip, for the reason LockJobRows gives: locks the expired leases (SKIP LOCKED, as the
+-- rescue does) and then their job rows, in id order -- a lease before its job rows, the store's lock order. Both
+-- statements read "now" once (the transaction's start), so the rescue finds the leases locked here.
+WITH expired AS (
+  SELECT job_ids FROM {ns}.octop_job_leases
+  WHERE expires_at < LEAST(COALESCE($1::timestamptz, now()), $3::timestamptz)
+    AND NOT COALESCE(attempt_token = ANY ($2::text[]), false)
+  FOR UPDATE SKIP LOCKED)
+SELECT 1 FROM {ns}.octop_jobs WHERE id IN (SELECT unnest(job_ids) FROM expired) ORDER BY id FOR UPDATE;
+
 -- name: RescueExpiredJobs
 -- $2 backoff base, $3 backoff cap, $4 the error, $5 the tokens spared, $6 expired before (NULL: now; LEAST skips
 -- a NULL). Expired leases are locked with SKIP LOCKED (a lease being renewed right now is left to its renewer) and
@@ -295,37 +318,50 @@ rekeyed AS (
 notified AS (SELECT pg_notify('octop_jobs', $3 || queue) FROM updated)
 SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated), (SELECT count(*) FROM notified);
 
--- name: CancelJob
--- $2 id, $3 the error, $4 notification prefix. current = NULL: NotFound; updated = 1: frozen; requested = 1: a
--- running job's attempt is asked to stop; neither: Conflict (already final). The waiting row is deleted first
--- (the claim's lock order); only a job that had one is frozen, and it gives its key up. A waiting job whose row
--- a claim took meanwhile is reported by its status read before (pending or failed): it is running now, and the
--- caller asks again. A running job is not touched (its worker owns the row): the request names its attempt's
--- token, and the notification its id. Requests whose attempt has ended (not running under that token any more)
--- are dropped first, so the table holds about as many rows as there are live requests.
-WITH current_row AS (SELECT status, attempt_token FROM {ns}.octop_jobs WHERE id = $2::uuid),
-unwaited AS (DELETE FROM {ns}.octop_waiting_jobs WHERE id = $2::uuid RETURNING id),
-updated AS (
+-- CancelJob is a transaction of three statements (postgres_job_store.cc): UnwaitJob, LockJobToCancel, then
+-- FreezeCancelledJob or RequestJobStop. The waiting row is deleted first and the job row locked second, the
+-- claim's lock order; the job row stays locked until the commit, so no completion or rescue of a running job
+-- reads the stop requests while one is being written (LockJobRows). A job found waiting (pending or failed)
+-- without a waiting row deleted by this transaction was handed back between the two statements: the caller
+-- rolls back and starts again.
+
+-- name: UnwaitJob
+-- $1 id. Waits for a claim that holds the waiting row: once it commits the row is gone (the job is running).
+DELETE FROM {ns}.octop_waiting_jobs WHERE id = $1::uuid RETURNING id;
+
+-- name: LockJobToCancel
+-- $1 id. The job as it is now: waits for a completion, rescue or cancel that holds the row, then reads the
+-- version it committed.
+SELECT status, attempt_token FROM {ns}.octop_jobs WHERE id = $1::uuid FOR UPDATE;
+
+-- name: FreezeCancelledJob
+-- $2 id, $3 the error. A waiting job whose waiting row this transaction deleted: frozen, its key given up.
+WITH updated AS (
   UPDATE {ns}.octop_jobs
   SET status = 'frozen', last_error = $3, completed_at = COALESCE($1::timestamptz, now()), expires_at = NULL
-  WHERE id = $2::uuid AND status IN ('pending', 'failed') AND EXISTS (SELECT 1 FROM unwaited)
+  WHERE id = $2::uuid AND status IN ('pending', 'failed')
   RETURNING id, unique_key),
 unkeyed AS (
-  DELETE FROM {ns}.octop_job_keys k USING updated u WHERE k.unique_key = u.unique_key AND k.job_id = u.id),
-swept AS (
+  DELETE FROM {ns}.octop_job_keys k USING updated u WHERE k.unique_key = u.unique_key AND k.job_id = u.id)
+SELECT count(*) FROM updated;
+
+-- name: RequestJobStop
+-- $2 id, $3 its running attempt's token, $4 notification prefix. A running job is not written (its worker owns
+-- the row): the request names the attempt's token, and the notification the job's id. Requests whose attempt
+-- has ended (not running under that token any more) are dropped first, so the table holds about as many rows
+-- as there are live requests.
+WITH swept AS (
   DELETE FROM {ns}.octop_job_cancels x
   WHERE x.job_id <> $2::uuid
     AND NOT EXISTS (SELECT 1 FROM {ns}.octop_jobs j
                     WHERE j.id = x.job_id AND j.attempt_token = x.attempt_token AND j.status = 'running')),
 requested AS (
   INSERT INTO {ns}.octop_job_cancels (job_id, attempt_token, requested_at)
-  SELECT $2::uuid, attempt_token, COALESCE($1::timestamptz, now()) FROM current_row
-  WHERE status = 'running' AND attempt_token IS NOT NULL
+  VALUES ($2::uuid, $3, COALESCE($1::timestamptz, now()))
   ON CONFLICT (job_id) DO UPDATE
     SET attempt_token = EXCLUDED.attempt_token, requested_at = EXCLUDED.requested_at
   RETURNING job_id)
-SELECT (SELECT status FROM current_row), (SELECT count(*) FROM updated),
-       (SELECT count(*) FROM (SELECT pg_notify('octop_job_cancels', $4 || job_id::text) FROM requested) n);
+SELECT count(*) FROM (SELECT pg_notify('octop_job_cancels', $4 || job_id::text) FROM requested) n;
 
 -- name: CancelRequestsFor
 -- $1 attempt tokens. The requests of attempts still running under one of them.

@@ -150,30 +150,41 @@ Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& setti
                                                         const std::string& settings_sql,
                                                         const std::string& name, const std::string& sql,
                                                         const PgParams& params) {
-  OCTOP_RETURN_IF_ERROR(Prepare(settings_name, settings_sql));
-  OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
-  const std::vector<const char*> values = Values(params);
+  return ExecPreparedPipeline({{&settings_name, &settings_sql, nullptr}, {&name, &sql, &params}});
+}
+
+Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedCall>& calls) {
+  if (calls.empty()) return InvalidArgumentError("an empty pipeline");
+  for (const PipelinedCall& call : calls) OCTOP_RETURN_IF_ERROR(Prepare(*call.name, *call.sql));
+  const std::string& name = *calls.back().name;
+  std::vector<std::vector<const char*>> values;
+  values.reserve(calls.size());
+  for (const PipelinedCall& call : calls)
+    values.push_back(call.params != nullptr ? Values(*call.params) : std::vector<const char*>{});
   if (PQenterPipelineMode(conn_) != 1) return FailureStatus(nullptr, "entering pipeline mode for " + name);
-  const bool sent = PQsendQueryPrepared(conn_, settings_name.c_str(), 0, nullptr, nullptr, nullptr,
-                                        /*resultFormat=*/0) == 1 &&
-                    PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(),
-                                        nullptr, nullptr,
-                                        /*resultFormat=*/0) == 1 &&
-                    PQpipelineSync(conn_) == 1;
+  bool sent = true;
+  for (std::size_t i = 0; sent && i < calls.size(); ++i) {
+    sent = PQsendQueryPrepared(conn_, calls[i].name->c_str(), static_cast<int>(values[i].size()),
+                               values[i].empty() ? nullptr : values[i].data(), nullptr, nullptr,
+                               /*resultFormat=*/0) == 1;
+  }
+  sent = sent && PQpipelineSync(conn_) == 1;
   // Every result up to the sync is read, whatever happened, so that the connection leaves pipeline mode
-  // clean: one result (then a null) per query, then the sync's.
+  // clean: one result (then a null) per query, then the sync's. After a failure the server skips the rest
+  // (PGRES_PIPELINE_ABORTED).
   std::optional<Status> failure;
   std::optional<PgResult> last;
-  for (int query = 0; sent && query < 2; ++query) {
+  for (std::size_t query = 0; sent && query < calls.size(); ++query) {
     PGresult* r = PQgetResult(conn_);
     if (r == nullptr) break;
     const ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_PIPELINE_ABORTED) {
       PQclear(r);
     } else {
-      Result<PgResult> checked = Check(r, query == 0 ? "settings for " + name : name);
+      const bool is_last = query + 1 == calls.size();
+      Result<PgResult> checked = Check(r, is_last ? name : "the statement before " + name);
       if (!checked.ok() && !failure) failure = checked.status();
-      if (checked.ok() && query == 1) last = std::move(*checked);
+      if (checked.ok() && is_last) last = std::move(*checked);
     }
     while ((r = PQgetResult(conn_)) != nullptr) PQclear(r);  // the query's terminating null
   }

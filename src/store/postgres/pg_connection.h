@@ -69,11 +69,20 @@ class PgConnection {
   // Runs the statement `sql` under the prepared name `name`, preparing it on this connection the first time.
   // The same name must always come with the same text.
   Result<PgResult> ExecPrepared(const std::string& name, const std::string& sql, const PgParams& params);
-  // Runs the prepared statement `settings_sql` (no parameters, e.g. SELECT set_config(..., true)) and then
-  // the prepared statement `sql`, each under its name and prepared the first time as ExecPrepared does, in
-  // one round trip and one transaction (libpq pipeline mode: both run in the implicit transaction that ends
-  // at the pipeline's sync), so transaction-local settings are in force while the statement is planned and
-  // run, and gone after. Returns the statement's result; if the settings fail, their failure.
+  // One statement of ExecPreparedPipeline: its prepared name, its text and its parameters (null: none).
+  struct PipelinedCall {
+    const std::string* name;
+    const std::string* sql;
+    const PgParams* params;
+  };
+  // Runs the prepared statements `calls` in order, each under its name and prepared the first time as
+  // ExecPrepared does, in one round trip and one transaction (libpq pipeline mode: all run in the implicit
+  // transaction that ends at the pipeline's sync; each takes its own snapshot, as any statement does under
+  // READ COMMITTED). So transaction-local settings of an earlier call are in force while a later one is
+  // planned and run, and gone after; row locks an earlier call takes are held until the end. Returns the last
+  // call's result; if an earlier call fails, the first failure (the calls after it are not run).
+  Result<PgResult> ExecPreparedPipeline(const std::vector<PipelinedCall>& calls);
+  // ExecPreparedPipeline of `settings_sql` (no parameters, e.g. SELECT set_config(..., true)) and `sql`.
   Result<PgResult> ExecPreparedWithSettings(const std::string& settings_name, const std::string& settings_sql,
                                             const std::string& name, const std::string& sql,
                                             const PgParams& params);

@@ -208,6 +208,15 @@ Result<PgResult> PgNamespace::RunWithSettings(const Statement& settings, const S
   return conn->ExecPreparedWithSettings(settings.name, settings.text, statement.name, statement.text, params);
 }
 
+Result<PgResult> PgNamespace::RunPipeline(const std::vector<Call>& calls) {
+  std::vector<PgConnection::PipelinedCall> pipelined;
+  pipelined.reserve(calls.size());
+  for (const Call& call : calls)
+    pipelined.push_back({&call.statement->name, &call.statement->text, call.params});
+  OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
+  return conn->ExecPreparedPipeline(pipelined);
+}
+
 Result<WallTime> PgNamespace::DatabaseNow() {
   OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(db_now_, {NowParam()}));
   return ParseTimestamp(r.Text(0, 0));

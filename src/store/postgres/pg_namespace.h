@@ -72,6 +72,14 @@ class PgNamespace {
   // Run, after `settings` in the same transaction and round trip (PgConnection::ExecPreparedWithSettings).
   Result<PgResult> RunWithSettings(const Statement& settings, const Statement& statement,
                                    const PgParams& params);
+  // One statement of RunPipeline and its parameters (null: none).
+  struct Call {
+    const Statement* statement;
+    const PgParams* params;
+  };
+  // Runs `calls` in order in one transaction and round trip (PgConnection::ExecPreparedPipeline): the last
+  // one's result.
+  Result<PgResult> RunPipeline(const std::vector<Call>& calls);
 
   Result<WallTime> DatabaseNow();
   Status CheckWritable();

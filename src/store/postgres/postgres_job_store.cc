@@ -116,7 +116,12 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         rescue_jobs_(Make("RescueExpiredJobs", sql::kRescueExpiredJobs)),
         renew_job_leases_(Make("RenewJobLeases", sql::kRenewJobLeases)),
         retry_job_(Make("RetryJob", sql::kRetryJob)),
-        cancel_job_(Make("CancelJob", sql::kCancelJob)),
+        unwait_job_(Make("UnwaitJob", sql::kUnwaitJob)),
+        lock_job_to_cancel_(Make("LockJobToCancel", sql::kLockJobToCancel)),
+        freeze_cancelled_job_(Make("FreezeCancelledJob", sql::kFreezeCancelledJob)),
+        request_job_stop_(Make("RequestJobStop", sql::kRequestJobStop)),
+        lock_job_rows_(Make("LockJobRows", sql::kLockJobRows)),
+        lock_expired_leases_(Make("LockExpiredLeases", sql::kLockExpiredLeases)),
         cancel_requests_(Make("CancelRequestsFor", sql::kCancelRequestsFor)),
         get_job_(Make("GetJob", sql::kGetJob)),
         list_jobs_(Make("ListJobs", sql::kListJobs)),
@@ -208,36 +213,46 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         completions.begin(), completions.end(),
         [](const JobCompletion& c) { return c.outcome == JobOutcome::kSuccess && !c.error.has_value(); });
     PgParams params{NowParam(), ArrayLiteral(ids), ArrayLiteral(tokens)};
-    if (!all_succeeded) {
-      std::vector<std::optional<std::string>> outcomes, errors, delays;
-      for (const JobCompletion& c : completions) {
-        outcomes.emplace_back(OutcomeCode(c.outcome));
-        errors.emplace_back(c.error);
-        delays.emplace_back(FormatInterval(c.retry_delay));
-      }
-      params.push_back(ArrayLiteral(outcomes));
-      params.push_back(ArrayLiteral(errors));
-      params.push_back(ArrayLiteral(delays));
-      params.push_back(std::string(kJobCancelledError));
+    if (all_succeeded) {
+      OCTOP_ASSIGN_OR_RETURN(PgResult r,
+                             ns().RunWithSettings(index_plan_settings_, complete_succeeded_jobs_, params));
+      return Applied(r, std::move(applied));
     }
-    OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, ns().RunWithSettings(index_plan_settings_,
-                                         all_succeeded ? complete_succeeded_jobs_ : complete_jobs_, params));
-    for (int i = 0; i < r.rows(); ++i) {
-      const long ord = Count(r, i, 0);
-      if (ord >= 1 && static_cast<std::size_t>(ord) <= applied.size())
-        applied[static_cast<std::size_t>(ord - 1)] = true;
+    std::vector<std::optional<std::string>> outcomes, errors, delays;
+    for (const JobCompletion& c : completions) {
+      outcomes.emplace_back(OutcomeCode(c.outcome));
+      errors.emplace_back(c.error);
+      delays.emplace_back(FormatInterval(c.retry_delay));
     }
-    return applied;
+    params.push_back(ArrayLiteral(outcomes));
+    params.push_back(ArrayLiteral(errors));
+    params.push_back(ArrayLiteral(delays));
+    params.push_back(std::string(kJobCancelledError));
+    // The batch's job rows are locked first, in a statement of its own, so that CompleteJobs sees every stop
+    // request written for them (jobs.sql LockJobRows).
+    const PgParams lock_params{params[1]};
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, ns().RunPipeline({{&index_plan_settings_, nullptr},
+                                                         {&lock_job_rows_, &lock_params},
+                                                         {&complete_jobs_, &params}}));
+    return Applied(r, std::move(applied));
   }
 
   Result<std::vector<RescuedJob>> RescueExpiredJobs(const RescueExpiredJobsParams& params) override {
-    OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, ns().RunWithSettings(
-                        index_plan_settings_, rescue_jobs_,
-                        {NowParam(), FormatInterval(params.backoff_base), FormatInterval(params.backoff_max),
-                         std::string(kJobTimedOutError), TextArrayLiteral(params.spare_tokens),
-                         PgNamespace::TimeParam(params.expired_before), std::string(kJobCancelledError)}));
+    const std::string spare = TextArrayLiteral(params.spare_tokens);
+    const std::optional<std::string> expired_before = PgNamespace::TimeParam(params.expired_before);
+    const PgParams lock_params{NowParam(), spare, expired_before};
+    const PgParams rescue_params{NowParam(),
+                                 FormatInterval(params.backoff_base),
+                                 FormatInterval(params.backoff_max),
+                                 std::string(kJobTimedOutError),
+                                 spare,
+                                 expired_before,
+                                 std::string(kJobCancelledError)};
+    // Leases and job rows are locked first, so that the rescue sees every stop request written for them
+    // (jobs.sql LockExpiredLeases).
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, ns().RunPipeline({{&index_plan_settings_, nullptr},
+                                                         {&lock_expired_leases_, &lock_params},
+                                                         {&rescue_jobs_, &rescue_params}}));
     std::vector<RescuedJob> rescued;
     for (int i = 0; i < r.rows(); ++i) {
       rescued.push_back(
@@ -276,20 +291,13 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   }
 
   Result<CancelJobResult> CancelJob(const CancelJobParams& params) override {
-    // A waiting job a claim took between the statement's read and its delete is running by the next try.
-    for (int attempt = 0;; ++attempt) {
-      OCTOP_ASSIGN_OR_RETURN(PgResult r,
-                             Run(cancel_job_, {NowParam(), params.id, std::string(kJobCancelledError),
-                                               PgNotifyPrefix(ns().schema())}));
-      if (r.IsNull(0, 0)) return NoSuchJob(params.id);
-      if (Count(r, 0, 1) == 1) return CancelJobResult::kCancelled;
-      if (Count(r, 0, 2) == 1) return CancelJobResult::kStopRequested;
-      const std::string status = r.Text(0, 0);
-      if (status == "success" || status == "frozen") {
-        return ConflictError("Job " + params.id + " has already finished");
-      }
-      if (attempt == 2) return UnavailableError("Job " + params.id + " changed while it was being cancelled");
+    // A job handed back to wait between the transaction's two reads is cancelled by the next try (jobs.sql,
+    // before UnwaitJob).
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      OCTOP_ASSIGN_OR_RETURN(std::optional<CancelJobResult> result, CancelJobOnce(params.id));
+      if (result) return *result;
     }
+    return UnavailableError("Job " + params.id + " changed while it was being cancelled");
   }
 
   Result<std::vector<std::string>> CancelRequestsFor(const std::vector<std::string>& tokens) override {
@@ -477,6 +485,51 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     return out;
   }
 
+  // One try of CancelJob in a transaction of its own; nullopt: the job was handed back meanwhile, try again.
+  Result<std::optional<CancelJobResult>> CancelJobOnce(const std::string& id) {
+    OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, ns().pool().Acquire());
+    OCTOP_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+    Result<std::optional<CancelJobResult>> result = CancelJobIn(*conn, id);
+    const bool commit = result.ok() && result->has_value();
+    if (!commit) {
+      (void)conn->Exec("ROLLBACK");  // if this fails the pool closes the connection, which rolls back too
+      return result;
+    }
+    OCTOP_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+    return result;
+  }
+
+  Result<std::optional<CancelJobResult>> CancelJobIn(PgConnection& conn, const std::string& id) {
+    auto exec = [&](const Statement& st, const PgParams& params) {
+      return conn.ExecPrepared(st.name, st.text, params);
+    };
+    OCTOP_ASSIGN_OR_RETURN(PgResult unwaited, exec(unwait_job_, {id}));
+    OCTOP_ASSIGN_OR_RETURN(PgResult job, exec(lock_job_to_cancel_, {id}));
+    if (job.rows() == 0) return NoSuchJob(id);
+    const std::string status = job.Text(0, 0);
+    if (status == "running" && !job.IsNull(0, 1)) {
+      OCTOP_RETURN_IF_ERROR(
+          exec(request_job_stop_, {NowParam(), id, job.Text(0, 1), PgNotifyPrefix(ns().schema())}).status());
+      return std::optional<CancelJobResult>(CancelJobResult::kStopRequested);
+    }
+    if (status == "success" || status == "frozen")
+      return ConflictError("Job " + id + " has already finished");
+    if (unwaited.rows() == 0) return std::optional<CancelJobResult>();  // handed back meanwhile
+    OCTOP_ASSIGN_OR_RETURN(PgResult frozen,
+                           exec(freeze_cancelled_job_, {NowParam(), id, std::string(kJobCancelledError)}));
+    if (Count(frozen, 0, 0) != 1) return std::optional<CancelJobResult>();
+    return std::optional<CancelJobResult>(CancelJobResult::kCancelled);
+  }
+
+  static Result<std::vector<bool>> Applied(const PgResult& r, std::vector<bool> applied) {
+    for (int i = 0; i < r.rows(); ++i) {
+      const long ord = Count(r, i, 0);
+      if (ord >= 1 && static_cast<std::size_t>(ord) <= applied.size())
+        applied[static_cast<std::size_t>(ord - 1)] = true;
+    }
+    return applied;
+  }
+
   // Transaction on one pooled connection inside BEGIN (WithTransaction).
   class PgTransaction final : public Transaction {
    public:
@@ -529,7 +582,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   }
 
   const Statement enqueue_jobs_, find_live_keys_, claim_jobs_, complete_jobs_, complete_succeeded_jobs_,
-      rescue_jobs_, renew_job_leases_, retry_job_, cancel_job_, cancel_requests_, get_job_, list_jobs_,
+      rescue_jobs_, renew_job_leases_, retry_job_, unwait_job_, lock_job_to_cancel_, freeze_cancelled_job_,
+      request_job_stop_, lock_job_rows_, lock_expired_leases_, cancel_requests_, get_job_, list_jobs_,
       list_failed_jobs_, job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_,
       delete_finished_, get_config_, set_config_, notify_job_queues_;
   // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
