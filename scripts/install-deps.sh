@@ -13,6 +13,7 @@ packages=(
   libhowardhinnant-date-dev prometheus-cpp-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
   libsqlite3-dev sqlite3 libpq-dev postgresql postgresql-contrib
   faketime procps curl chromium stress-ng
+  prometheus  # for promtool, Prometheus's own check of /metrics in the scenario tests; its server is not started
 )
 # Node.js may come from elsewhere (e.g. a nodejs package that bundles npm, which conflicts with Debian's npm):
 # ask for Debian's only when the commands are missing.
@@ -37,3 +38,8 @@ if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The prometheus package brings a server that a systemd machine would start now and at every boot; octop's tests
+# need only its promtool. Leave the server off when this script was the one to install it.
+if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+  "${sudo_cmd[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi

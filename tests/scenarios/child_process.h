@@ -136,6 +136,33 @@ inline bool ProcessRunning(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
+// What Prometheus's own checker says of a /metrics body: `promtool check metrics` (Debian's prometheus
+// package, which scripts/install-deps.sh installs) reads the exposition from stdin and exits 0 when clean, 3
+// when it only found lint problems, 1 when Prometheus could not parse it; it prints one problem per line.
+struct PromtoolVerdict {
+  int exit_code = -1;
+  std::vector<std::string> problems;
+  std::string output;
+};
+inline PromtoolVerdict CheckWithPromtool(const std::string& exposition) {
+  constexpr char kPromtool[] = "/usr/bin/promtool";
+  PromtoolVerdict verdict;
+  if (::access(kPromtool, X_OK) != 0) {
+    ADD_FAILURE() << kPromtool << " is missing: scripts/install-deps.sh installs Debian's prometheus package";
+    return verdict;
+  }
+  Child promtool({kPromtool, "check", "metrics"}, exposition);
+  verdict.exit_code = promtool.Wait(30s).value_or(-1);
+  verdict.output = promtool.output();
+  std::size_t start = 0;
+  while (start < verdict.output.size()) {
+    const std::size_t end = std::min(verdict.output.find('\n', start), verdict.output.size());
+    if (end > start) verdict.problems.push_back(verdict.output.substr(start, end - start));
+    start = end + 1;
+  }
+  return verdict;
+}
+
 }  // namespace octop::scenario
 
 #endif  // OCTOP_TESTS_SCENARIOS_CHILD_PROCESS_H_
