@@ -13,6 +13,7 @@ packages=(
   libhowardhinnant-date-dev prometheus-cpp-dev tzdata uuid-dev libssl-dev zlib1g-dev libbrotli-dev
   libsqlite3-dev sqlite3 libpq-dev postgresql postgresql-contrib
   faketime procps curl chromium stress-ng
+  pgbouncer   # the tests run the stores again through it, in transaction mode; its server is not started
   prometheus  # for promtool, Prometheus's own check of /metrics in the scenario tests; its server is not started
 )
 # Node.js may come from elsewhere (e.g. a nodejs package that bundles npm, which conflicts with Debian's npm):
@@ -38,8 +39,13 @@ if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# The prometheus package brings a server that a systemd machine would start now and at every boot; octop's tests
-# need only its promtool. Leave the server off when this script was the one to install it.
-if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
-  "${sudo_cmd[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+# The prometheus and pgbouncer packages bring services that a systemd machine would start now and at every boot;
+# octop's tests need only promtool and a pgbouncer they start themselves. Leave a service off when this script
+# was the one to install it.
+if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+  for service in prometheus pgbouncer; do
+    if [[ " ${missing[*]} " == *" $service "* ]]; then
+      "${sudo_cmd[@]}" systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+    fi
+  done
 fi

@@ -3,9 +3,11 @@
 # fsync off (a test server). PG_TEST_SERVER_DURABLE=1 keeps PostgreSQL's durable defaults (fsync, synchronous_commit,
 # full_page_writes on) for benchmarks. Nothing outside the directory is touched.
 #   scripts/pg-test-server.sh start DIR   -> prints the connection URL on stdout
-#   scripts/pg-test-server.sh stop DIR    -> stops the server and removes DIR
+#   scripts/pg-test-server.sh pgbouncer DIR -> starts PgBouncer in transaction mode in front of the server in DIR
+#                                            (every database of it, loopback, trust) and prints its URL
+#   scripts/pg-test-server.sh stop DIR    -> stops the server (and its PgBouncer) and removes DIR
 #   scripts/pg-test-server.sh restart DIR -> fast restart (the chaos test): same port, same data
-# PostgreSQL refuses to run as root, so as root the server runs as the 'postgres' system user.
+# PostgreSQL and PgBouncer refuse to run as root, so as root they run as the 'postgres' system user.
 set -euo pipefail
 
 cmd=${1:?usage: pg-test-server.sh start|stop DIR}
@@ -48,16 +50,58 @@ case "$cmd" in
     cat "$dir/server.log" >&2 || true
     exit 1
     ;;
+  pgbouncer)
+    command -v pgbouncer >/dev/null || { echo "pg-test-server: pgbouncer is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
+    pg_port=$(cat "$dir/port")
+    for attempt in 1 2 3 4 5; do
+      port=$(free_port)
+      # Transaction mode, the pooling that changes what a client may rely on (docs/configuration.md, "Behind
+      # PgBouncer"); "*" forwards every database name, so plugins' own databases pass too.
+      cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$pg_port
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/pgbouncer.users
+pool_mode = transaction
+max_client_conn = 400
+default_pool_size = 40
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+      echo '"octop" ""' >"$dir/pgbouncer.users"
+      [[ ${#run_as[@]} -gt 0 ]] && chown postgres "$dir/pgbouncer.ini" "$dir/pgbouncer.users"
+      if "${run_as[@]}" pgbouncer -d "$dir/pgbouncer.ini" >/dev/null 2>&1; then
+        for _ in $(seq 100); do
+          if "${run_as[@]}" "$pg_bin/psql" -h 127.0.0.1 -p "$port" -U octop -d octop_test -qAt -c "SELECT 1" \
+              >/dev/null 2>&1; then
+            echo "postgresql://octop@127.0.0.1:$port/octop_test"
+            exit 0
+          fi
+          sleep 0.1
+        done
+      fi
+      [[ -f "$dir/pgbouncer.pid" ]] && kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null || true
+    done
+    cat "$dir/pgbouncer.log" >&2 || true
+    exit 1
+    ;;
   restart)
     # pg_ctl restart reuses the options of the last start (postmaster.opts), so the port stays the same.
     "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 -m fast restart >/dev/null 2>&1 \
       || { tail -20 "$dir/server.log" >&2; exit 1; }
     ;;
   stop)
+    if [[ -f "$dir/pgbouncer.pid" ]]; then
+      kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null || true
+    fi
     if [[ -d "$dir/data" ]]; then
       "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
     fi
     rm -rf "$dir"
     ;;
-  *) echo "usage: pg-test-server.sh start|stop|restart DIR" >&2; exit 2 ;;
+  *) echo "usage: pg-test-server.sh start|pgbouncer|stop|restart DIR" >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: builds and runs every test, the way CI does.
-#   1. a throwaway PostgreSQL server (scripts/pg-test-server.sh), stopped on exit even on failure
+#   1. a throwaway PostgreSQL server (scripts/pg-test-server.sh) and PgBouncer in transaction mode in front of
+#      it, stopped on exit even on failure
 #   2. the debug build (ASan + UBSan): every test, on SQLite and PostgreSQL
 #   3. the TSan build: every test again
 #   4. the libFuzzer targets (clang), FUZZ_SECONDS each (default 10)
@@ -25,8 +26,11 @@ cleanup() { scripts/pg-test-server.sh stop "$pg_dir" || true; }
 trap cleanup EXIT
 OCTOP_TEST_PG_URL=$(scripts/pg-test-server.sh start "$pg_dir")
 export OCTOP_TEST_PG_URL
+# The store, runtime and fault suites run a third time through it (tests/store_conformance/store_test_env.h).
+OCTOP_TEST_PGBOUNCER_URL=$(scripts/pg-test-server.sh pgbouncer "$pg_dir")
+export OCTOP_TEST_PGBOUNCER_URL
 export OCTOP_REQUIRE_PG=1  # a missing server fails the PostgreSQL tests instead of skipping them
-echo "run-tests: PostgreSQL at $OCTOP_TEST_PG_URL"
+echo "run-tests: PostgreSQL at $OCTOP_TEST_PG_URL, PgBouncer (transaction mode) at $OCTOP_TEST_PGBOUNCER_URL"
 
 has() { [[ " $stages " == *" $1 "* ]]; }
 

@@ -35,6 +35,8 @@ struct Globals {
   std::optional<std::string> database;
   // Where plugins' tables are on PostgreSQL (--plugin-division-mode, or the config's database section).
   octop::PluginDivision division;
+  // The config's database.preparedStatements / listenConnection (a pooler in transaction mode).
+  octop::PostgresPooling pooling;
   std::string config_path;
   bool json = false;
 };
@@ -387,12 +389,13 @@ int Migrate(const Globals& g, std::vector<std::string> plugins) {
     auto open = [&]() -> octop::Result<std::unique_ptr<octop::store::Store>> {
       if (stores.empty()) {
         OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<octop::store::JobStore> jobs,
-                               octop::store::OpenJobStore(*g.database, {.ns = ns}));
+                               octop::store::OpenJobStore(*g.database, {.ns = ns, .pooling = g.pooling}));
         return std::unique_ptr<octop::store::Store>(std::move(jobs));
       }
       OCTOP_ASSIGN_OR_RETURN(
           std::unique_ptr<octop::store::TaskStore> tasks,
-          octop::store::OpenTaskStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)}));
+          octop::store::OpenTaskStore(
+              *g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns), .pooling = g.pooling}));
       return std::unique_ptr<octop::store::Store>(std::move(tasks));
     };
     octop::Result<std::unique_ptr<octop::store::Store>> store = open();
@@ -527,7 +530,7 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
         "version " + std::to_string(*version) + " of " + std::to_string(latest) +
             (*version < latest ? " (run: octop migrate)" : ""));
   };
-  auto store = octop::store::OpenJobStore(*g.database, {.ns = "octop"});
+  auto store = octop::store::OpenJobStore(*g.database, {.ns = "octop", .pooling = g.pooling});
   if (!store.ok() && store.status().code() == octop::StatusCode::kInvalidArgument) {
     std::cerr << "octop: --database: " << store.status().message() << "\n";  // a usage error, not a check
     return kExitUsage;
@@ -553,7 +556,8 @@ int Doctor(const Globals& g, std::vector<std::string> plugins) {
     }
   }
   for (const std::string& ns : plugins) {
-    auto s = octop::store::OpenTaskStore(*g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns)});
+    auto s = octop::store::OpenTaskStore(
+        *g.database, {.ns = ns, .plugin_division = PluginPlacement(g, ns), .pooling = g.pooling});
     if (!s.ok()) {
       add("schema " + ns, false, s.status().message());
       continue;
@@ -681,6 +685,7 @@ int main(int argc, char** argv) {
     }
     if (!g.database) g.database = config->database;
     g.division = config->plugin_division;
+    g.pooling = config->pooling;
     if (!g.token) g.token = config->http.token;
     if (app.get_option("--url")->count() == 0 && std::getenv("OCTOP_URL") == nullptr) {
       const std::string host = config->http.host == "0.0.0.0" ? "127.0.0.1" : config->http.host;

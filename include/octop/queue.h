@@ -39,6 +39,7 @@
 #include <octop/clock.h>
 #include <octop/job.h>
 #include <octop/logger.h>
+#include <octop/postgres_pooling.h>
 #include <octop/status.h>
 #include <octop/transaction.h>
 
@@ -127,6 +128,9 @@ struct JobQueueOptions {
   // "sqlite:<directory>", "sqlite::memory:" or "postgresql://...". Default "sqlite:." (the working
   // directory).
   std::string database_url = "sqlite:.";
+  // On PostgreSQL behind a pooler in transaction mode: no prepared statements, LISTEN elsewhere
+  // (octop/postgres_pooling.h).
+  PostgresPooling pooling;
   // Time source for every wait and timestamp (and the database's "now" in tests). Must outlive the queue.
   Clock* clock = &Clock::Real();
   // Log sink; default spdlog's default logger.

@@ -45,6 +45,7 @@
 #include <octop/duration.h>
 #include <octop/logger.h>
 #include <octop/plugin_division.h>
+#include <octop/postgres_pooling.h>
 #include <octop/status.h>
 #include <octop/task_settings.h>
 
@@ -216,6 +217,9 @@ struct SchedulerOptions {
   // On PostgreSQL: a database per plugin (Backstage's default) or a schema per plugin, as Backstage's
   // backend.database settings (docs/store.md, "Sharing a database with Backstage").
   PluginDivision plugin_division;
+  // On PostgreSQL behind a pooler in transaction mode: no prepared statements, LISTEN elsewhere
+  // (octop/postgres_pooling.h).
+  PostgresPooling pooling;
   // Time source for every wait and timestamp, and for the database's "now" in tests. Default: the real clock.
   // Must outlive the Scheduler.
   Clock* clock = &Clock::Real();

@@ -191,6 +191,7 @@ Status Daemon::Start() {
   SchedulerOptions options;
   options.database_url = config_.database;
   options.plugin_division = config_.plugin_division;
+  options.pooling = config_.pooling;
   options.work_check_frequency = config_.work_check_frequency;
   options.janitor_interval = config_.janitor_interval;
   scheduler_ = std::make_unique<Scheduler>(std::move(options));
@@ -210,6 +211,7 @@ Status Daemon::Start() {
   }
   JobQueueOptions job_options;
   job_options.database_url = config_.database;
+  job_options.pooling = config_.pooling;
   job_options.prefetch = config_.job_prefetch;
   job_options.wake_claim_interval = config_.job_wake_claim_interval;
   job_options.rescue_interval = config_.job_rescue_interval;
@@ -249,7 +251,7 @@ Status Daemon::Start() {
   http_options.web_root = web_root_;
   http_options.warn = [](std::string_view message) { spdlog::warn("{}", message); };
   // One connection kept for the readiness probe, opened now so an unreachable database fails the start.
-  auto probe = store::OpenJobStore(config_.database, {.ns = "octop"});
+  auto probe = store::OpenJobStore(config_.database, {.ns = "octop", .pooling = config_.pooling});
   if (!probe.ok()) {
     Stop();
     return Status(probe.status().code(),

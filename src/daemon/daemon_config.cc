@@ -480,6 +480,17 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
         }
         config.plugin_division.schema_prefix = *schema_prefix;
       }
+      // Behind a pooler in transaction mode (docs/configuration.md, "Behind PgBouncer").
+      OCTOP_ASSIGN_OR_RETURN(auto prepared, d.OptionalBool("preparedStatements"));
+      if (prepared) config.pooling.prepared_statements = *prepared;
+      OCTOP_ASSIGN_OR_RETURN(auto listen, d.OptionalString("listenConnection"));
+      if (listen) {
+        if (!listen->starts_with("postgresql://") && !listen->starts_with("postgres://")) {
+          return InvalidArgumentError(d.Where("listenConnection") +
+                                      "expected a postgresql:// URL (a direct connection for LISTEN)");
+        }
+        config.pooling.listen_url = *listen;
+      }
       OCTOP_RETURN_IF_ERROR(d.RejectUnknownKeys());
     } else {
       OCTOP_ASSIGN_OR_RETURN(auto database, top.OptionalString("database"));

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <octop/duration.h>
+#include <octop/postgres_pooling.h>
 #include <octop/scheduler.h>
 #include <octop/status.h>
 
@@ -90,6 +91,8 @@ struct DaemonConfig {
   std::string database = "sqlite:octop-data";
   // database.pluginDivisionMode / prefix / schemaPrefix (PostgreSQL only).
   PluginDivision plugin_division;
+  // database.preparedStatements / listenConnection (PostgreSQL behind a pooler in transaction mode).
+  PostgresPooling pooling;
   HttpConfig http;
   std::optional<std::string> node_id;  // default: hostname-pid
   std::chrono::milliseconds work_check_frequency{5000};

@@ -312,9 +312,11 @@ JobQueue::~JobQueue() { Shutdown(); }
 
 Result<std::unique_ptr<JobQueue>> JobQueue::Open(JobQueueOptions options) {
   const std::string url = options.database_url;
-  return runtime::JobQueueOpener::Open(std::move(options), [url](const Clock& clock) {
+  const PostgresPooling pooling = options.pooling;
+  return runtime::JobQueueOpener::Open(std::move(options), [url, pooling](const Clock& clock) {
     store::StoreOptions so;
     so.ns = "octop";
+    so.pooling = pooling;
     so.clock = &clock;
     so.pool_size = 8;  // producers, completer, maintenance and API calls at once
     return store::OpenJobStore(url, so);

@@ -81,12 +81,13 @@ Status TaskRunner::Run(TaskInvocationDefinition invocation) const {
 
 namespace {
 
-runtime::StoreFactory DefaultStoreFactory(std::string url, PluginDivision division) {
-  return [url = std::move(url), division = std::move(division)](const std::string& plugin_id,
-                                                                const Clock& clock) {
+runtime::StoreFactory DefaultStoreFactory(std::string url, PluginDivision division, PostgresPooling pooling) {
+  return [url = std::move(url), division = std::move(division), pooling = std::move(pooling)](
+             const std::string& plugin_id, const Clock& clock) {
     store::StoreOptions options;
     options.ns = plugin_id;
     options.plugin_division = division;
+    options.pooling = pooling;
     options.clock = &clock;
     return store::OpenTaskStore(url, options);
   };
@@ -99,8 +100,9 @@ class Scheduler::Impl {
   // An empty factory: the plugins' stores open from options.database_url.
   Impl(SchedulerOptions opts, runtime::StoreFactory factory)
       : options(std::move(opts)),
-        store_factory(factory ? std::move(factory)
-                              : DefaultStoreFactory(options.database_url, options.plugin_division)),
+        store_factory(
+            factory ? std::move(factory)
+                    : DefaultStoreFactory(options.database_url, options.plugin_division, options.pooling)),
         metrics(options.metrics_registry) {
     context.clock = options.clock != nullptr ? options.clock : &Clock::Real();
     context.logger = options.logger ? options.logger : runtime::DefaultLogger();

@@ -42,6 +42,7 @@
 
 #include <octop/clock.h>
 #include <octop/plugin_division.h>
+#include <octop/postgres_pooling.h>
 #include <octop/status.h>
 
 namespace octop::store {
@@ -83,6 +84,8 @@ struct StoreOptions {
   const Clock* clock = &Clock::Real();
   // Maximum connections (PostgreSQL). Default 4.
   int pool_size = 4;
+  // Behind a pooler in transaction mode (PostgreSQL; octop/postgres_pooling.h).
+  PostgresPooling pooling;
   // How long SQLite waits for a lock before kUnavailable. Default 5 s.
   std::chrono::milliseconds busy_timeout{5000};
 };

@@ -119,6 +119,18 @@ TEST(ParseDaemonConfig, DatabaseTakesBackstagesShape) {
   auto plain = ParseDaemonConfig("database: postgresql://octop@db/backstage\n", "t.yaml");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->plugin_division, PluginDivision{});
+  EXPECT_EQ(plain->pooling, PostgresPooling{});  // prepared statements, LISTEN on the same URL
+}
+
+TEST(ParseDaemonConfig, DatabaseTakesThePoolerSettings) {
+  auto config = ParseDaemonConfig(
+      "database:\n  connection: postgresql://octop@bouncer:6432/octop\n  preparedStatements: false\n"
+      "  listenConnection: postgresql://octop@db:5432/octop\n",
+      "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->database, "postgresql://octop@bouncer:6432/octop");
+  EXPECT_EQ(config->pooling, (PostgresPooling{.prepared_statements = false,
+                                              .listen_url = "postgresql://octop@db:5432/octop"}));
 }
 
 constexpr const char* kExample = R"(
@@ -251,6 +263,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"database: {connection: 'postgresql://h/db', schemaPrefix: 'a-b'}",
                 "database.schemaPrefix: must start with a letter or underscore"},
         BadCase{"database: {pluginDivisionMode: schema}", "database: missing required key 'connection'"},
+        BadCase{"database: {connection: 'postgresql://h/db', preparedStatements: 'off'}",
+                "database.preparedStatements: expected true or false, got \"off\""},
+        BadCase{"database: {connection: 'postgresql://h/db', listenConnection: 'db:5432'}",
+                "database.listenConnection: expected a postgresql:// URL"},
         BadCase{"database: {connection: 'postgresql://h/db', prefx: a}", "unknown key 'prefx'"},
         // The plugin's database name (prefix + id) must fit PostgreSQL's 63 bytes.
         BadCase{"database: {connection: 'postgresql://h/db', prefix: "

@@ -184,10 +184,11 @@ TEST_P(MultiNodeTest, ThreeProcessesNeverOverlapAndAKilledNodesRunIsReclaimed) {
   std::random_device rd;
   const auto dir = std::filesystem::temp_directory_path() / ("octop-multiproc-" + std::to_string(rd()));
   std::filesystem::create_directories(dir);
-  if (backend().name == "postgres") {
-    const char* pg = std::getenv("OCTOP_TEST_PG_URL");
-    ASSERT_NE(pg, nullptr);
-    url = pg;
+  std::vector<std::string> pooling;  // the flags a node behind PgBouncer takes
+  if (backend().is_postgres()) {
+    ASSERT_FALSE(backend().url.empty());
+    url = backend().url;
+    if (!backend().pooling.listen_url.empty()) pooling = {"--listen-db", backend().pooling.listen_url};
   } else {
     url = "sqlite:" + dir.string();
   }
@@ -196,10 +197,27 @@ TEST_P(MultiNodeTest, ThreeProcessesNeverOverlapAndAKilledNodesRunIsReclaimed) {
   const std::chrono::milliseconds timeout = 2s;
   std::vector<pid_t> pids;
   for (int n = 0; n < 3; ++n) {
-    pids.push_back(Spawn({OCTOP_SCHEDULER_NODE_BINARY, "--db", url, "--plugin", plugin, "--node",
-                          std::to_string(n), "--out", out, "--cadence", "PT0.2S", "--run-ms", "150",
-                          "--timeout", "PT2S", "--janitor-ms", "300", "--seconds", "14"},
-                         (dir / ("node" + std::to_string(n) + ".log")).string()));
+    std::vector<std::string> argv{OCTOP_SCHEDULER_NODE_BINARY,
+                                  "--db",
+                                  url,
+                                  "--plugin",
+                                  plugin,
+                                  "--node",
+                                  std::to_string(n),
+                                  "--out",
+                                  out,
+                                  "--cadence",
+                                  "PT0.2S",
+                                  "--run-ms",
+                                  "150",
+                                  "--timeout",
+                                  "PT2S",
+                                  "--janitor-ms",
+                                  "300",
+                                  "--seconds",
+                                  "14"};
+    argv.insert(argv.end(), pooling.begin(), pooling.end());
+    pids.push_back(Spawn(argv, (dir / ("node" + std::to_string(n) + ".log")).string()));
   }
   // Once runs flow, SIGKILL the node that is in the middle of one.
   std::string victim;

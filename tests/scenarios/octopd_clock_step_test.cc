@@ -1,8 +1,9 @@
 // Wall-clock steps through the real octopd: libfaketime moves its wall clock (and SQLite's, which runs in the
 // same process) by two hours while the monotonic clock stays true, as an NTP step or a VM resume does
 // (docs/reliability.md, "Clock steps"). On SQLite, whose clock steps with the host's, and, when
-// OCTOP_TEST_PG_URL is set, on PostgreSQL, whose clock does not move. Every wait is on a condition with a
-// deadline.
+// OCTOP_TEST_PG_URL is set, on PostgreSQL, whose clock does not move -- also through PgBouncer in transaction
+// mode when OCTOP_TEST_PGBOUNCER_URL is set, with the config keys that mode needs (docs/configuration.md,
+// "Behind PgBouncer"). Every wait is on a condition with a deadline.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -52,11 +53,18 @@ class OctopdClockStep : public ::testing::TestWithParam<std::string> {
     fs::create_directories(dir_);
     kind_ = "hold" + tag;
     std::string database = "sqlite:" + (dir_ / "data").string();
-    if (GetParam() == "postgres") {
+    if (GetParam() != "sqlite") {
       const char* url = std::getenv("OCTOP_TEST_PG_URL");
       if (url == nullptr) GTEST_SKIP() << "needs OCTOP_TEST_PG_URL";
+      std::string pooling;
+      if (GetParam() == "pgbouncer") {
+        const char* bouncer = std::getenv("OCTOP_TEST_PGBOUNCER_URL");
+        if (bouncer == nullptr) GTEST_SKIP() << "needs OCTOP_TEST_PGBOUNCER_URL";
+        pooling = std::string(", preparedStatements: false, listenConnection: '") + url + "'";
+        url = bouncer;
+      }
       database = std::string("{connection: '") + url + "', pluginDivisionMode: schema, schemaPrefix: clk" +
-                 tag + "_}";
+                 tag + "_" + pooling + "}";
     }
     SetOffset("+0");
     const std::string d = dir_.string();
@@ -182,7 +190,7 @@ TEST_P(OctopdClockStep, TwoHoursForwardReRunsNoJobAndTwoHoursBackStopsNoTask) {
   EXPECT_EQ(Logged("The database's clock stepped -7200"), database_steps) << daemon_->output();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, OctopdClockStep, ::testing::Values("sqlite", "postgres"),
+INSTANTIATE_TEST_SUITE_P(Backends, OctopdClockStep, ::testing::Values("sqlite", "postgres", "pgbouncer"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace

@@ -115,8 +115,12 @@ std::optional<ClaimedRun> StoreConformance::Claim(const std::string& id, const s
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance, ::testing::ValuesIn(BackendsNamed("sqlite")), BackendName);
 INSTANTIATE_TEST_SUITE_P(Postgres, StoreConformance, ::testing::ValuesIn(BackendsNamed("postgres")),
                          BackendName);
+INSTANTIATE_TEST_SUITE_P(Pgbouncer, StoreConformance, ::testing::ValuesIn(BackendsNamed("pgbouncer")),
+                         BackendName);
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreMigrations, ::testing::ValuesIn(BackendsNamed("sqlite")), BackendName);
 INSTANTIATE_TEST_SUITE_P(Postgres, StoreMigrations, ::testing::ValuesIn(BackendsNamed("postgres")),
+                         BackendName);
+INSTANTIATE_TEST_SUITE_P(Pgbouncer, StoreMigrations, ::testing::ValuesIn(BackendsNamed("pgbouncer")),
                          BackendName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StoreConformance);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(StoreMigrations);

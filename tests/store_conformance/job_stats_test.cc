@@ -66,6 +66,8 @@ std::vector<Backend> BackendsNamed(const std::string& name) {
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) { return info.param.name; }
 INSTANTIATE_TEST_SUITE_P(Sqlite, JobStatsTest, ::testing::ValuesIn(BackendsNamed("sqlite")), BackendName);
 INSTANTIATE_TEST_SUITE_P(Postgres, JobStatsTest, ::testing::ValuesIn(BackendsNamed("postgres")), BackendName);
+INSTANTIATE_TEST_SUITE_P(Pgbouncer, JobStatsTest, ::testing::ValuesIn(BackendsNamed("pgbouncer")),
+                         BackendName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(JobStatsTest);
 
 TEST_P(JobStatsTest, AnEmptyQueueHasEveryBucketAlignedToTheEpoch) {

@@ -89,6 +89,7 @@ std::vector<Backend> BackendsNamed(const std::string& name) {
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) { return info.param.name; }
 INSTANTIATE_TEST_SUITE_P(Sqlite, JobsTest, ::testing::ValuesIn(BackendsNamed("sqlite")), BackendName);
 INSTANTIATE_TEST_SUITE_P(Postgres, JobsTest, ::testing::ValuesIn(BackendsNamed("postgres")), BackendName);
+INSTANTIATE_TEST_SUITE_P(Pgbouncer, JobsTest, ::testing::ValuesIn(BackendsNamed("pgbouncer")), BackendName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(JobsTest);
 
 // ---- Enqueue ----------------------------------------------------------------------------------------------
@@ -1344,7 +1345,7 @@ TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
   EXPECT_TRUE((*queues)[0].primary_key);
   // Unique keys of live jobs: a table of their own on PostgreSQL, a partial unique index on SQLite.
   bool unique_index = false;
-  auto indexes = admin().DescribeIndexes(GetParam().name == "postgres" ? "octop_job_keys" : "octop_jobs");
+  auto indexes = admin().DescribeIndexes(GetParam().is_postgres() ? "octop_job_keys" : "octop_jobs");
   OCTOP_ASSERT_OK(indexes);
   for (const IndexInfo& index : *indexes) {
     if (index.columns == std::vector<std::string>{"unique_key"}) unique_index = index.unique;

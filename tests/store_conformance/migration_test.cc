@@ -89,7 +89,7 @@ TEST_P(StoreMigrations, AJobNamespaceHoldsOnlyTheQueuesTables) {
   OCTOP_ASSERT_OK(tables);
   std::vector<std::string> expected = {"octop_config", "octop_job_cancels", "octop_jobs", "octop_migrations",
                                        "octop_queues"};
-  if (GetParam().name == "postgres") {
+  if (GetParam().is_postgres()) {
     expected = {"octop_config", "octop_job_cancels", "octop_job_keys", "octop_job_leases",
                 "octop_jobs",   "octop_migrations",  "octop_queues",   "octop_waiting_jobs"};
   }

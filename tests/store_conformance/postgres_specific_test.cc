@@ -860,6 +860,54 @@ TEST_F(PostgresSpecificTest, BackstageSessionsOnAPluginsDatabaseAreCounted) {
   EXPECT_EQ(*queue->CountBackstageSessions(), 0);
 }
 
+// Through PgBouncer in transaction mode, the named prepared statements a connection keeps land on server
+// sessions other connections then use: what docs/configuration.md "Behind PgBouncer" says, measured on the
+// real pooler, and the failure names the setting that avoids it. With it off, the same calls work.
+TEST_F(PostgresSpecificTest, BehindPgBouncerInTransactionModePreparedStatementsFailAndPointToTheSetting) {
+  const std::string bouncer = EnvOrEmpty("OCTOP_TEST_PGBOUNCER_URL");
+  if (bouncer.empty()) {
+    if (EnvOrEmpty("OCTOP_REQUIRE_PG") == "1")
+      FAIL() << "OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PGBOUNCER_URL is not set";
+    GTEST_SKIP() << "OCTOP_TEST_PGBOUNCER_URL is not set";
+  }
+  ASSERT_NE(OpenJobs(ns_), nullptr);  // migrated directly
+  auto through = [&](bool prepared) {
+    StoreOptions options = Options(ns_, /*pool_size=*/1, &Clock::Real());
+    options.pooling.prepared_statements = prepared;
+    auto store = OpenJobStore(bouncer, options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  };
+  // Two clients, one connection each, taking turns: each prepares its statements on whichever server session
+  // its transaction gets, and the sessions pass from one client to the other.
+  std::unique_ptr<JobStore> a = through(true), b = through(true);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  std::string failure;
+  for (int i = 0; i < 50 && failure.empty(); ++i) {
+    for (JobStore* store : {a.get(), b.get()}) {
+      auto config = store->GetConfig("jobs.poll_interval_ms");
+      if (!config.ok() && failure.empty()) failure = config.status().message();
+    }
+  }
+  ASSERT_FALSE(failure.empty()) << "named prepared statements survived 100 transactions through PgBouncer";
+  // "already exists" where the other client prepared it first, "does not exist" where no client did.
+  EXPECT_TRUE(failure.find("SQLSTATE 42P05") != std::string::npos ||
+              failure.find("SQLSTATE 26000") != std::string::npos)
+      << failure;
+  EXPECT_NE(failure.find("Behind PgBouncer"), std::string::npos) << failure;
+
+  std::unique_ptr<JobStore> c = through(false), d = through(false);
+  ASSERT_NE(c, nullptr);
+  ASSERT_NE(d, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    for (JobStore* store : {c.get(), d.get()}) {
+      auto config = store->GetConfig("jobs.poll_interval_ms");
+      ASSERT_TRUE(config.ok()) << config.status().ToString();
+    }
+  }
+}
+
 // A stop request and the end of the attempt it names, racing (docs/store.md §8.4): CancelJob writes a request
 // only while it holds the job row's lock, and the failing completion and the rescuer lock the rows in a
 // statement of their own before the one that reads the requests. Each test holds the job row in a session of

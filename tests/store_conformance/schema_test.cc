@@ -102,7 +102,7 @@ TEST_P(StoreConformance, JobsLayoutKeepsClaimsAndCompletionsOffTheJobsIndexes) {
       return i.columns == columns && i.unique == unique && i.partial == partial;
     });
   };
-  if (GetParam().name == "postgres") {
+  if (GetParam().is_postgres()) {
     for (const IndexInfo& index : *indexes) {
       EXPECT_FALSE(index.partial) << index.name;
       EXPECT_TRUE(index.columns == std::vector<std::string>{"id"} ||

@@ -58,11 +58,15 @@ std::string UrlOfDatabase(const std::string& url, const std::string& database) {
 
 namespace {
 
-Status NotConfigured() { return UnavailableError("OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set"); }
+Status NotConfigured() {
+  return UnavailableError("OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL or OCTOP_TEST_PGBOUNCER_URL is not set");
+}
 
-StoreOptions InNamespace(const StoreOptions& options, const std::string& ns_key) {
+StoreOptions InNamespace(const StoreOptions& options, const std::string& ns_key,
+                         const PostgresPooling& pooling) {
   StoreOptions o = options;
   o.ns = ns_key;
+  o.pooling = pooling;
   return o;
 }
 
@@ -71,19 +75,19 @@ StoreOptions InNamespace(const StoreOptions& options, const std::string& ns_key)
 Result<std::unique_ptr<TaskStore>> Backend::open(const std::string& ns_key,
                                                  const StoreOptions& options) const {
   if (url.empty()) return NotConfigured();
-  return OpenTaskStore(url, InNamespace(options, ns_key));
+  return OpenTaskStore(url, InNamespace(options, ns_key, pooling));
 }
 
 Result<std::unique_ptr<JobStore>> Backend::open_jobs(const std::string& ns_key,
                                                      const StoreOptions& options) const {
   if (url.empty()) return NotConfigured();
-  return OpenJobStore(url, InNamespace(options, ns_key));
+  return OpenJobStore(url, InNamespace(options, ns_key, pooling));
 }
 
 Result<std::unique_ptr<NamespaceAdmin>> Backend::open_admin(const std::string& ns_key,
                                                             const StoreOptions& options) const {
   if (url.empty()) return NotConfigured();
-  return OpenNamespaceAdmin(url, InNamespace(options, ns_key));
+  return OpenNamespaceAdmin(url, InNamespace(options, ns_key, pooling));
 }
 
 std::vector<Backend> AllBackends() {
@@ -91,10 +95,15 @@ std::vector<Backend> AllBackends() {
   backends.push_back({"sqlite", "sqlite:" + SqliteRoot().string()});
   const char* url = std::getenv("OCTOP_TEST_PG_URL");
   const char* require = std::getenv("OCTOP_REQUIRE_PG");
-  if (url != nullptr && *url != '\0') {
-    backends.push_back({"postgres", url});
-  } else if (require != nullptr && std::string(require) == "1") {
-    backends.push_back({"postgres", ""});
+  const bool required = require != nullptr && std::string(require) == "1";
+  const bool direct = url != nullptr && *url != '\0';
+  if (direct || required) backends.push_back({"postgres", direct ? url : ""});
+  const char* bouncer = std::getenv("OCTOP_TEST_PGBOUNCER_URL");
+  if ((bouncer != nullptr && *bouncer != '\0' && direct) || required) {
+    const bool configured = bouncer != nullptr && *bouncer != '\0' && direct;
+    backends.push_back({"pgbouncer",
+                        configured ? bouncer : "",
+                        {.prepared_statements = false, .listen_url = configured ? url : ""}});
   }
   return backends;
 }

@@ -1,8 +1,10 @@
 // The backends the conformance suite runs on, each able to open a fresh, empty namespace per test.
 //
-// SQLite always; PostgreSQL when OCTOP_TEST_PG_URL names a server (make test starts one). With
-// OCTOP_REQUIRE_PG=1 and no URL, the PostgreSQL instantiation fails instead of being left out, so CI cannot
-// silently skip it.
+// SQLite always; PostgreSQL when OCTOP_TEST_PG_URL names a server (make test starts one); the same server
+// through PgBouncer in transaction mode when OCTOP_TEST_PGBOUNCER_URL names one (make test starts it too),
+// with the pooling settings that mode needs (no prepared statements, LISTEN on a direct connection). With
+// OCTOP_REQUIRE_PG=1 and no URL, the PostgreSQL instantiations fail instead of being left out, so CI cannot
+// silently skip them.
 #ifndef OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_
 #define OCTOP_TESTS_STORE_CONFORMANCE_STORE_TEST_ENV_H_
 
@@ -18,9 +20,14 @@
 namespace octop::store::testing {
 
 struct Backend {
-  std::string name;  // "sqlite" or "postgres": the test-name suffix
+  std::string name;  // "sqlite", "postgres" or "pgbouncer": the test-name suffix
   // What OpenTaskStore/OpenJobStore take; empty when the backend is required but not configured.
   std::string url;
+  // Applied to every store this backend opens (StoreOptions::pooling).
+  PostgresPooling pooling;
+
+  // PostgreSQL, directly or through PgBouncer: the tables and indexes are PostgreSQL's.
+  bool is_postgres() const { return name != "sqlite"; }
 
   // Open a store (or an admin) on namespace `ns_key`, as OpenTaskStore/OpenJobStore/OpenNamespaceAdmin
   // would. Every call with the same `ns_key` (within one test) opens the same namespace, so a test can have

@@ -5,8 +5,12 @@
 
 namespace octop::store::postgres {
 
-ConnectionPool::ConnectionPool(std::string conninfo, int size, std::chrono::milliseconds acquire_timeout)
-    : conninfo_(std::move(conninfo)), size_(std::max(1, size)), acquire_timeout_(acquire_timeout) {}
+ConnectionPool::ConnectionPool(std::string conninfo, int size, bool prepared_statements,
+                               std::chrono::milliseconds acquire_timeout)
+    : conninfo_(std::move(conninfo)),
+      size_(std::max(1, size)),
+      prepared_statements_(prepared_statements),
+      acquire_timeout_(acquire_timeout) {}
 
 Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
   std::unique_lock lock(mu_);
@@ -24,7 +28,7 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire() {
   }
   ++open_;  // reserve the slot, then connect without holding the lock
   lock.unlock();
-  Result<std::unique_ptr<PgConnection>> conn = PgConnection::Open(conninfo_);
+  Result<std::unique_ptr<PgConnection>> conn = PgConnection::Open(conninfo_, prepared_statements_);
   if (!conn.ok()) {
     lock.lock();
     --open_;

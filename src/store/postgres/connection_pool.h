@@ -46,7 +46,8 @@ class ConnectionPool {
     std::unique_ptr<PgConnection> conn_;
   };
 
-  ConnectionPool(std::string conninfo, int size,
+  // prepared_statements: as PgConnection::Open takes it, for every connection of the pool.
+  ConnectionPool(std::string conninfo, int size, bool prepared_statements = true,
                  std::chrono::milliseconds acquire_timeout = std::chrono::seconds(30));
 
   Result<Lease> Acquire();
@@ -59,6 +60,7 @@ class ConnectionPool {
 
   const std::string conninfo_;
   const int size_;
+  const bool prepared_statements_;
   const std::chrono::milliseconds acquire_timeout_;
   mutable std::mutex mu_;
   std::condition_variable available_;

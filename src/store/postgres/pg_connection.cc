@@ -69,13 +69,14 @@ Result<std::string> ConninfoWithDatabase(const std::string& conninfo, const std:
   return out;
 }
 
-Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& conninfo) {
+Result<std::unique_ptr<PgConnection>> PgConnection::Open(const std::string& conninfo,
+                                                         bool prepared_statements) {
   // Defaults come before "dbname" so that whatever the URL sets overrides them (expand_dbname semantics).
   const char* keywords[] = {"connect_timeout", "application_name", "client_encoding", "dbname", nullptr};
   const char* values[] = {"10", "octop", "UTF8", conninfo.c_str(), nullptr};
   PGconn* raw = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (raw == nullptr) return UnavailableError("PostgreSQL: out of memory while connecting");
-  std::unique_ptr<PgConnection> conn(new PgConnection(raw));
+  std::unique_ptr<PgConnection> conn(new PgConnection(raw, prepared_statements));
   if (PQstatus(raw) != CONNECTION_OK) {
     return UnavailableError("PostgreSQL: cannot connect: " + TrimMessage(PQerrorMessage(raw)));
   }
@@ -100,6 +101,13 @@ Status PgConnection::FailureStatus(const PGresult* result, std::string_view what
                                                                              : PQerrorMessage(conn_));
   std::string text = "PostgreSQL: " + std::string(what) + ": " + message;
   if (!sqlstate.empty()) text += " (SQLSTATE " + sqlstate + ")";
+  // A prepared statement this connection made is missing, or one it never made exists: its statements run
+  // on more than one server session, which a pooler in transaction mode does.
+  if (prepare_ && (sqlstate == "26000" || sqlstate == "42P05")) {
+    text +=
+        "; is a pooler in transaction mode between octop and PostgreSQL? Turn prepared statements off "
+        "(docs/configuration.md, \"Behind PgBouncer\")";
+  }
   if (IsConnectionClass(sqlstate) || PQstatus(conn_) != CONNECTION_OK ||
       (sqlstate.empty() && result == nullptr)) {
     broken_ = true;
@@ -155,7 +163,9 @@ Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& setti
 
 Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedCall>& calls) {
   if (calls.empty()) return InvalidArgumentError("an empty pipeline");
-  for (const PipelinedCall& call : calls) OCTOP_RETURN_IF_ERROR(Prepare(*call.name, *call.sql));
+  if (prepare_) {
+    for (const PipelinedCall& call : calls) OCTOP_RETURN_IF_ERROR(Prepare(*call.name, *call.sql));
+  }
   const std::string& name = *calls.back().name;
   std::vector<std::vector<const char*>> values;
   values.reserve(calls.size());
@@ -164,9 +174,11 @@ Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedC
   if (PQenterPipelineMode(conn_) != 1) return FailureStatus(nullptr, "entering pipeline mode for " + name);
   bool sent = true;
   for (std::size_t i = 0; sent && i < calls.size(); ++i) {
-    sent = PQsendQueryPrepared(conn_, calls[i].name->c_str(), static_cast<int>(values[i].size()),
-                               values[i].empty() ? nullptr : values[i].data(), nullptr, nullptr,
-                               /*resultFormat=*/0) == 1;
+    const int n = static_cast<int>(values[i].size());
+    const char* const* v = values[i].empty() ? nullptr : values[i].data();
+    sent =
+        (prepare_ ? PQsendQueryPrepared(conn_, calls[i].name->c_str(), n, v, nullptr, nullptr, 0)
+                  : PQsendQueryParams(conn_, calls[i].sql->c_str(), n, nullptr, v, nullptr, nullptr, 0)) == 1;
   }
   sent = sent && PQpipelineSync(conn_) == 1;
   // Every result up to the sync is read, whatever happened, so that the connection leaves pipeline mode
@@ -206,6 +218,7 @@ Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedC
 
 Result<PgResult> PgConnection::ExecPrepared(const std::string& name, const std::string& sql,
                                             const PgParams& params) {
+  if (!prepare_) return ExecParams(sql, params);
   OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
   const std::vector<const char*> values = Values(params);
   return Check(

@@ -60,13 +60,17 @@ class PgResult {
 class PgConnection {
  public:
   // Connects (blocking) and applies the session settings. kUnavailable when the server cannot be reached.
-  static Result<std::unique_ptr<PgConnection>> Open(const std::string& conninfo);
+  // prepared_statements = false: ExecPrepared and ExecPreparedPipeline send their statements unnamed, for a
+  // pooler in transaction mode (PostgresPooling).
+  static Result<std::unique_ptr<PgConnection>> Open(const std::string& conninfo,
+                                                    bool prepared_statements = true);
 
   ~PgConnection();
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // Runs the statement `sql` under the prepared name `name`, preparing it on this connection the first time.
+  // Runs the statement `sql` under the prepared name `name`, preparing it on this connection the first time
+  // (unnamed, parsed and planned at each call, when the connection was opened without prepared statements).
   // The same name must always come with the same text.
   Result<PgResult> ExecPrepared(const std::string& name, const std::string& sql, const PgParams& params);
   // One statement of ExecPreparedPipeline: its prepared name, its text and its parameters (null: none).
@@ -104,13 +108,14 @@ class PgConnection {
   Status FailureStatus(const PGresult* result, std::string_view what);
 
  private:
-  explicit PgConnection(PGconn* conn) : conn_(conn) {}
+  PgConnection(PGconn* conn, bool prepared_statements) : conn_(conn), prepare_(prepared_statements) {}
   Result<PgResult> Check(PGresult* result, std::string_view what);
   Status Prepare(const std::string& name, const std::string& sql);
   // The values of `params` as libpq takes them (nullptr for NULL), pointing into `params`.
   static std::vector<const char*> Values(const PgParams& params);
 
   PGconn* conn_;
+  const bool prepare_;
   bool broken_ = false;
   std::set<std::string, std::less<>> prepared_;
 };

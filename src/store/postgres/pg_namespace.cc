@@ -45,16 +45,18 @@ struct Placement {
   std::string conninfo;
   std::string schema;
   std::optional<std::string> database;  // a plugin's own database (PluginDivision::kDatabase)
+  std::string listen_conninfo;          // what LISTEN connects to (PostgresPooling::listen_url)
 };
 
 Result<Placement> Place(const std::string& conninfo, const StoreOptions& options) {
   OCTOP_RETURN_IF_ERROR(ValidateNamespace(options.ns));
-  if (!options.plugin_division) return Placement{conninfo, options.ns, std::nullopt};
+  const std::string& listen_url = options.pooling.listen_url.empty() ? conninfo : options.pooling.listen_url;
+  if (!options.plugin_division) return Placement{conninfo, options.ns, std::nullopt, listen_url};
   const PluginDivision& division = *options.plugin_division;
   if (division.mode == PluginDivision::Mode::kSchema) {
     const std::string schema = division.schema_prefix + options.ns;
     OCTOP_RETURN_IF_ERROR(ValidateNamespace(schema));
-    return Placement{conninfo, schema, std::nullopt};
+    return Placement{conninfo, schema, std::nullopt, listen_url};
   }
   const std::string database = division.prefix + options.ns;
   if (database.size() > kMaxNamespaceBytes) {
@@ -62,10 +64,11 @@ Result<Placement> Place(const std::string& conninfo, const StoreOptions& options
                                 "' is longer than 63 bytes: shorten the plugin id or the prefix");
   }
   OCTOP_ASSIGN_OR_RETURN(std::string plugin_conninfo, ConninfoWithDatabase(conninfo, database));
+  OCTOP_ASSIGN_OR_RETURN(std::string plugin_listen, ConninfoWithDatabase(listen_url, database));
   // Backstage never qualifies its table names, so in a plugin's database they resolve through the role's
   // search_path; octop names `public` explicitly and checks at open that the two agree
   // (EnsurePluginDatabase).
-  return Placement{std::move(plugin_conninfo), "public", database};
+  return Placement{std::move(plugin_conninfo), "public", database, std::move(plugin_listen)};
 }
 
 // Creates the plugin's database when it is missing, as Backstage's ensureExists does, unless the plugin's
@@ -145,25 +148,30 @@ bool HasSqlState(const Status& status, std::string_view state) {
 
 bool IsUniqueViolation(const Status& status) { return HasSqlState(status, "23505"); }
 
-PgNamespace::PgNamespace(std::string conninfo, std::string schema, const StoreOptions& options,
-                         std::string backstage_application_name)
+PgNamespace::PgNamespace(std::string conninfo, std::string listen_conninfo, std::string schema,
+                         const StoreOptions& options, std::string backstage_application_name)
     : conninfo_(std::move(conninfo)),
+      listen_conninfo_(std::move(listen_conninfo)),
       backstage_application_name_(std::move(backstage_application_name)),
       schema_(std::move(schema)),
       quoted_schema_(QuoteIdentifier(schema_)),
       clock_(options.clock != nullptr ? options.clock : &Clock::Real()),
-      pool_(conninfo_, options.pool_size),
+      pool_(conninfo_, options.pool_size, options.pooling.prepared_statements),
       db_now_(Make("DatabaseNow", sql::kDatabaseNow)),
       writable_(Make("Writable", sql::kWritable)) {}
 
 Result<std::unique_ptr<PgNamespace>> PgNamespace::Open(const std::string& conninfo,
                                                        const StoreOptions& options) {
   OCTOP_RETURN_IF_ERROR(ParseConninfo(conninfo).status());
+  if (!options.pooling.listen_url.empty()) {
+    if (Status s = ParseConninfo(options.pooling.listen_url).status(); !s.ok())
+      return Status(s.code(), "the listen URL: " + s.message());
+  }
   OCTOP_ASSIGN_OR_RETURN(Placement placed, Place(conninfo, options));
   if (placed.database) OCTOP_RETURN_IF_ERROR(EnsurePluginDatabase(conninfo, options.ns, placed));
   // Backstage's default application_name for its connections to a plugin's database (backend-defaults).
   auto ns = std::make_unique<PgNamespace>(
-      placed.conninfo, placed.schema, options,
+      placed.conninfo, placed.listen_conninfo, placed.schema, options,
       options.plugin_division ? "backstage_plugin_" + options.ns : std::string());
   OCTOP_RETURN_IF_ERROR(ns->Connect());
   if (placed.database) OCTOP_RETURN_IF_ERROR(ns->CheckSearchPath(*placed.database));
@@ -233,7 +241,7 @@ Status PgNamespace::CheckWritable() {
 
 Result<std::unique_ptr<Listener>> PgNamespace::Listen(std::vector<std::string> channels) {
   OCTOP_ASSIGN_OR_RETURN(std::unique_ptr<PgListener> listener,
-                         PgListener::Open(conninfo_, schema_, std::move(channels)));
+                         PgListener::Open(listen_conninfo_, schema_, std::move(channels)));
   return std::unique_ptr<Listener>(std::move(listener));
 }
 

@@ -55,8 +55,8 @@ class PgNamespace {
 
   // `schema` is where the tables are; `backstage_application_name` what a Backstage backend names its
   // sessions to this plugin's tables (empty for a namespace that is not a plugin's).
-  PgNamespace(std::string conninfo, std::string schema, const StoreOptions& options,
-              std::string backstage_application_name);
+  PgNamespace(std::string conninfo, std::string listen_conninfo, std::string schema,
+              const StoreOptions& options, std::string backstage_application_name);
 
   const std::string& conninfo() const { return conninfo_; }
   const std::string& schema() const { return schema_; }
@@ -105,6 +105,7 @@ class PgNamespace {
   Result<std::vector<std::string>> ReadApplied(PgConnection& conn, MigrationLine line);
 
   const std::string conninfo_;
+  const std::string listen_conninfo_;  // LISTEN's own connection (PostgresPooling::listen_url)
   const std::string backstage_application_name_;
   const std::string schema_;
   const std::string quoted_schema_;
