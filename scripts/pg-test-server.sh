@@ -5,6 +5,11 @@
 #   scripts/pg-test-server.sh start DIR   -> prints the connection URL on stdout
 #   scripts/pg-test-server.sh pgbouncer DIR -> starts PgBouncer in transaction mode in front of the server in DIR
 #                                            (every database of it, loopback, trust) and prints its URL
+#   scripts/pg-test-server.sh standby DIR PRIMARY_DIR -> a streaming standby of the server in PRIMARY_DIR (base
+#                                            backup, then synchronous replication: the primary's commits wait
+#                                            for it) and prints its URL
+#   scripts/pg-test-server.sh crash DIR   -> stops the server at once (as a kill -9 would leave it), DIR kept
+#   scripts/pg-test-server.sh promote DIR -> promotes the standby in DIR to a primary
 #   scripts/pg-test-server.sh stop DIR    -> stops the server (and its PgBouncer) and removes DIR
 #   scripts/pg-test-server.sh restart DIR -> fast restart (the chaos test): same port, same data
 # PostgreSQL and PgBouncer refuse to run as root, so as root they run as the 'postgres' system user.
@@ -27,28 +32,60 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.clos
 PY
 }
 
+# Starts the server in $dir/data on a free port (the options of every server this script starts).
+start_server() {
+  local unsafe_opts="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  [[ ${PG_TEST_SERVER_DURABLE:-0} == 1 ]] && unsafe_opts=""
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    if "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $unsafe_opts -c max_connections=200 -c shared_preload_libraries=pg_stat_statements" \
+        start >/dev/null 2>&1; then
+      echo "$port" >"$dir/port"
+      return 0
+    fi
+  done
+  cat "$dir/server.log" >&2 || true
+  return 1
+}
+psql_at() { "${run_as[@]}" "$pg_bin/psql" -h 127.0.0.1 -p "$1" -U octop -d postgres -qAt -c "$2"; }
+
 case "$cmd" in
   start)
     mkdir -p "$dir"
     [[ ${#run_as[@]} -gt 0 ]] && chown postgres "$dir"
     "${run_as[@]}" "$pg_bin/initdb" -D "$dir/data" -U octop --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; exit 1; }
-    unsafe_opts="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    [[ ${PG_TEST_SERVER_DURABLE:-0} == 1 ]] && unsafe_opts=""
-    for attempt in 1 2 3 4 5; do
-      port=$(free_port)
-      if "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-          -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $unsafe_opts -c max_connections=200 -c shared_preload_libraries=pg_stat_statements" \
-          start >/dev/null 2>&1; then
-        echo "$port" >"$dir/port"
-        "${run_as[@]}" "$pg_bin/psql" -h 127.0.0.1 -p "$port" -U octop -d postgres -qAt \
-          -c "CREATE DATABASE octop_test" >/dev/null
-        echo "postgresql://octop@127.0.0.1:$port/octop_test"
-        exit 0
-      fi
+    start_server
+    psql_at "$port" "CREATE DATABASE octop_test" >/dev/null
+    echo "postgresql://octop@127.0.0.1:$port/octop_test"
+    ;;
+  standby)
+    primary=${3:?usage: pg-test-server.sh standby DIR PRIMARY_DIR}
+    primary_port=$(cat "$primary/port")
+    mkdir -p "$dir"
+    [[ ${#run_as[@]} -gt 0 ]] && chown postgres "$dir"
+    # -R: standby.signal and primary_conninfo (initdb's trust rules let loopback replication in).
+    "${run_as[@]}" "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U octop -D "$dir/data" -R -X stream \
+      -c fast >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; exit 1; }
+    start_server
+    # Synchronous: a commit the primary acknowledged is on the standby, so a failover loses none.
+    psql_at "$primary_port" "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+    psql_at "$primary_port" "SELECT pg_reload_conf()" >/dev/null
+    for _ in $(seq 300); do
+      [[ $(psql_at "$primary_port" "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") == 1 ]] \
+        && { echo "postgresql://octop@127.0.0.1:$port/octop_test"; exit 0; }
+      sleep 0.1
     done
-    cat "$dir/server.log" >&2 || true
+    echo "pg-test-server: the standby did not become synchronous" >&2
     exit 1
+    ;;
+  crash)
+    "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1
+    ;;
+  promote)
+    "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -w -t 30 promote >/dev/null 2>&1 \
+      || { tail -20 "$dir/server.log" >&2; exit 1; }
     ;;
   pgbouncer)
     command -v pgbouncer >/dev/null || { echo "pg-test-server: pgbouncer is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
@@ -103,5 +140,5 @@ INI
     fi
     rm -rf "$dir"
     ;;
-  *) echo "usage: pg-test-server.sh start|pgbouncer|stop|restart DIR" >&2; exit 2 ;;
+  *) echo "usage: pg-test-server.sh start|pgbouncer|standby|crash|promote|stop|restart DIR" >&2; exit 2 ;;
 esac
