@@ -127,6 +127,16 @@ class Child {
   std::string output_;
 };
 
+// The non-empty lines of `file` (what a test's commands appended to it); none when it does not exist yet.
+inline std::vector<std::string> NonEmptyLines(const std::string& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
 // Whether process `pid` is alive and not a zombie (a killed process not yet reaped counts as gone).
 inline bool ProcessRunning(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

@@ -21,6 +21,7 @@
 namespace {
 
 using octop::scenario::Child;
+using octop::scenario::NonEmptyLines;
 using octop::test_support::Eventually;
 
 using namespace std::chrono_literals;
@@ -28,15 +29,6 @@ using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr const char* kFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
-
-std::vector<std::string> Lines(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) lines.push_back(line);
-  }
-  return lines;
-}
 
 class OctopdClockStep : public ::testing::TestWithParam<std::string> {
  protected:
@@ -153,8 +145,8 @@ TEST_P(OctopdClockStep, TwoHoursForwardReRunsNoJobAndTwoHoursBackStopsNoTask) {
     ASSERT_TRUE(r && r->status == 201) << (r ? r->body : "no answer");
     ids.push_back(Json::parse(r->body)["id"].get<std::string>());
   }
-  ASSERT_TRUE(Eventually([&] { return Lines(dir_ / "runs").size() == 3; })) << daemon_->output();
-  ASSERT_TRUE(Eventually([&] { return Lines(dir_ / "ticks").size() >= 2; })) << daemon_->output();
+  ASSERT_TRUE(Eventually([&] { return NonEmptyLines(dir_ / "runs").size() == 3; })) << daemon_->output();
+  ASSERT_TRUE(Eventually([&] { return NonEmptyLines(dir_ / "ticks").size() >= 2; })) << daemon_->output();
 
   SetOffset("+7200");
   const auto stepped = std::chrono::steady_clock::now();
@@ -167,7 +159,7 @@ TEST_P(OctopdClockStep, TwoHoursForwardReRunsNoJobAndTwoHoursBackStopsNoTask) {
   }
   // Absence over the window in which a wrong rescue would come: past the rescuer's hold (2 s), many passes.
   EXPECT_FALSE(Eventually(
-      [&] { return Lines(dir_ / "runs").size() > 3; },
+      [&] { return NonEmptyLines(dir_ / "runs").size() > 3; },
       std::chrono::duration_cast<std::chrono::milliseconds>(stepped + 4s - std::chrono::steady_clock::now())))
       << "a job ran twice:\n"
       << daemon_->output();
@@ -179,12 +171,12 @@ TEST_P(OctopdClockStep, TwoHoursForwardReRunsNoJobAndTwoHoursBackStopsNoTask) {
     })) << daemon_->output();
     EXPECT_EQ(GetJob(id).value("attempt", 0), 1);
   }
-  for (const std::string& line : Lines(dir_ / "runs")) EXPECT_TRUE(line.ends_with(" 1")) << line;
+  for (const std::string& line : NonEmptyLines(dir_ / "runs")) EXPECT_TRUE(line.ends_with(" 1")) << line;
 
   // Back two hours: the task's stored next run now lies two hours ahead. It keeps its 1 s cadence.
-  const std::size_t ticks = Lines(dir_ / "ticks").size();
+  const std::size_t ticks = NonEmptyLines(dir_ / "ticks").size();
   SetOffset("+0");
-  EXPECT_TRUE(Eventually([&] { return Lines(dir_ / "ticks").size() >= ticks + 3; }, 15s))
+  EXPECT_TRUE(Eventually([&] { return NonEmptyLines(dir_ / "ticks").size() >= ticks + 3; }, 15s))
       << "the task stopped after the clock went back:\n"
       << daemon_->output();
   EXPECT_EQ(Logged("The database's clock stepped -7200"), database_steps) << daemon_->output();

@@ -27,20 +27,12 @@
 namespace {
 
 using octop::scenario::Child;
+using octop::scenario::NonEmptyLines;
 using octop::test_support::Eventually;
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-std::vector<std::string> Lines(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
-}
 
 class OctopdFailover : public ::testing::Test {
  protected:
@@ -156,7 +148,7 @@ class OctopdFailover : public ::testing::Test {
   }
   // Runs of the global task ended so far (E lines).
   std::size_t RunsEnded() {
-    const std::vector<std::string> lines = Lines(dir_ / "runs");
+    const std::vector<std::string> lines = NonEmptyLines(dir_ / "runs");
     return static_cast<std::size_t>(
         std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("E "); }));
   }
@@ -205,7 +197,7 @@ TEST_F(OctopdFailover, APromotedStandbyTakesOverWithoutARestartAndNoRunTwice) {
 
   // Every job ran once.
   std::map<std::string, int> runs;
-  for (const std::string& id : Lines(dir_ / "jobs")) ++runs[id];
+  for (const std::string& id : NonEmptyLines(dir_ / "jobs")) ++runs[id];
   before.insert(before.end(), after.begin(), after.end());
   before.push_back(long_job);
   for (const std::string& id : before) EXPECT_EQ(runs[id], 1) << id;
@@ -219,7 +211,7 @@ TEST_F(OctopdFailover, APromotedStandbyTakesOverWithoutARestartAndNoRunTwice) {
   };
   std::vector<Run> intervals;
   std::map<std::string, std::int64_t> open;
-  for (const std::string& line : Lines(dir_ / "runs")) {
+  for (const std::string& line : NonEmptyLines(dir_ / "runs")) {
     std::istringstream in(line);
     std::string kind, node;
     std::int64_t at = 0;

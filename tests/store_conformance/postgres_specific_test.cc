@@ -943,6 +943,16 @@ class CancelRaceTest : public PostgresSpecificTest {
     ASSERT_EQ(locked->size(), 1u);
   }
 
+  // HoldTheJobRow, and the request to stop the claimed attempt written in that transaction: a cancel between
+  // its lock and its commit.
+  void HoldTheJobRowAndRequestAStop() {
+    HoldTheJobRow();
+    auto requested = holder_->Query("INSERT INTO " + Table("octop_job_cancels") +
+                                        " (job_id, attempt_token, requested_at) VALUES ($1, $2, now())",
+                                    {job_.id, job_.attempt_token.value_or("")});
+    ASSERT_TRUE(requested.ok()) << requested.status().ToString();
+  }
+
   // Waits (with a deadline) until `n` of the store's sessions wait for a lock; false at the deadline, or at
   // once once `gave_up` is set.
   bool WaitForLockWaiters(int n, const std::atomic<bool>* gave_up = nullptr) {
@@ -979,13 +989,7 @@ class CancelRaceTest : public PostgresSpecificTest {
 };
 
 TEST_F(CancelRaceTest, AStopRequestCommittedWhileTheFailingCompletionWaitsIsHonoured) {
-  // The holder is a cancel between its lock and its commit: the request is written, not yet committed.
-  HoldTheJobRow();
-  ASSERT_TRUE(holder_
-                  ->Query("INSERT INTO " + Table("octop_job_cancels") +
-                              " (job_id, attempt_token, requested_at) VALUES ($1, $2, now())",
-                          {job_.id, job_.attempt_token.value_or("")})
-                  .ok());
+  HoldTheJobRowAndRequestAStop();
   Result<std::vector<bool>> completed = std::vector<bool>{};
   std::thread completer([&] { completed = store_->CompleteJobs({Failed()}); });
   EXPECT_TRUE(WaitForLockWaiters(1));
@@ -1029,12 +1033,7 @@ TEST_F(CancelRaceTest, ACancelQueuedBehindTheFailingCompletionFreezesTheJobItHan
 }
 
 TEST_F(CancelRaceTest, AStopRequestCommittedWhileTheRescuerWaitsIsHonoured) {
-  HoldTheJobRow();
-  ASSERT_TRUE(holder_
-                  ->Query("INSERT INTO " + Table("octop_job_cancels") +
-                              " (job_id, attempt_token, requested_at) VALUES ($1, $2, now())",
-                          {job_.id, job_.attempt_token.value_or("")})
-                  .ok());
+  HoldTheJobRowAndRequestAStop();
   clock_.Advance(seconds(11));  // the claim's 10 s lease has expired
   Result<std::vector<RescuedJob>> rescued = std::vector<RescuedJob>{};
   std::thread rescuer([&] { rescued = store_->RescueExpiredJobs({}); });
