@@ -105,8 +105,9 @@ Status PgConnection::FailureStatus(const PGresult* result, std::string_view what
   // on more than one server session, which a pooler in transaction mode does.
   if (prepare_ && (sqlstate == "26000" || sqlstate == "42P05")) {
     text +=
-        "; is a pooler in transaction mode between octop and PostgreSQL? Turn prepared statements off "
-        "(docs/configuration.md, \"Behind PgBouncer\")";
+        "; is a pooler in transaction mode between octop and PostgreSQL? Turn prepared statements off: "
+        "database.preparedStatements: false in octopd's config, PostgresPooling::prepared_statements in the "
+        "library (docs/configuration.md, \"Behind PgBouncer\")";
   }
   if (IsConnectionClass(sqlstate) || PQstatus(conn_) != CONNECTION_OK ||
       (sqlstate.empty() && result == nullptr)) {
