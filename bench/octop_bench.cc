@@ -237,7 +237,14 @@ class PgBackend final : public Backend {
     options.ns = schema_;
     options.clock = &clock;
     options.pool_size = pool_size;
-    return store::OpenJobStore(url_, options);
+    options.pooling = pooling_;
+    return store::OpenJobStore(store_url_.empty() ? url_ : store_url_, options);
+  }
+  // The job stores go through a pooler in transaction mode at `url` (--through-pooler), with the settings
+  // that takes (docs/configuration.md, "Behind PgBouncer"): unnamed statements, LISTEN on the direct URL.
+  void ThroughPooler(std::string url) {
+    store_url_ = std::move(url);
+    pooling_ = {.prepared_statements = false, .listen_url = url_};
   }
   std::string url() const override { return url_; }
   runtime::StoreFactory SchedulerStores() override { return SchedulerStoresAs(url_); }
@@ -256,6 +263,8 @@ class PgBackend final : public Backend {
 
  private:
   std::string url_;
+  std::string store_url_;  // empty: url_
+  PostgresPooling pooling_;
   PgAdmin admin_;
   std::string schema_;
   int counter_ = 0;
@@ -773,6 +782,7 @@ void IdleLoad(PgBackend& backend, Sink& sink, const Sizes& sizes) {
 
 struct Args {
   std::string pg_url;
+  std::string pooler_url;
   std::string sqlite_dir;
   std::string suite = "all";
   std::string out;
@@ -796,6 +806,10 @@ int Main(int argc, char** argv) {
   Args args;
   CLI::App app("octop_bench: octop's figures of docs/performance.md as JSON lines");
   app.add_option("--pg-url", args.pg_url, "PostgreSQL URL (durable settings, pg_stat_statements loaded)");
+  app.add_option(
+      "--through-pooler", args.pooler_url,
+      "the job stores connect through this pooler in transaction mode (unnamed statements, LISTEN on "
+      "--pg-url); not part of make bench");
   app.add_option("--sqlite-dir", args.sqlite_dir,
                  "directory for the SQLite figures (a fresh file per figure)");
   app.add_option("--suite", args.suite, "queue|sustained|latency|scheduler|idle|all")
@@ -824,6 +838,7 @@ int Main(int argc, char** argv) {
   const auto start = Steady::now();
   std::unique_ptr<PgBackend> pg;
   if (!args.pg_url.empty()) pg = std::make_unique<PgBackend>(args.pg_url);
+  if (pg && !args.pooler_url.empty()) pg->ThroughPooler(args.pooler_url);
   std::unique_ptr<SqliteBackend> sqlite;
   if (!args.sqlite_dir.empty()) sqlite = std::make_unique<SqliteBackend>(args.sqlite_dir);
 
