@@ -485,7 +485,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
       if (prepared) config.pooling.prepared_statements = *prepared;
       OCTOP_ASSIGN_OR_RETURN(auto listen, d.OptionalString("listenConnection"));
       if (listen) {
-        if (!listen->starts_with("postgresql://") && !listen->starts_with("postgres://")) {
+        if (Result<store::DatabaseLocation> at = store::ParseDatabaseUrl(*listen);
+            !at.ok() || at->backend != "postgres") {
           return InvalidArgumentError(d.Where("listenConnection") +
                                       "expected a postgresql:// URL (a direct connection for LISTEN)");
         }

@@ -184,11 +184,11 @@ TEST_P(MultiNodeTest, ThreeProcessesNeverOverlapAndAKilledNodesRunIsReclaimed) {
   std::random_device rd;
   const auto dir = std::filesystem::temp_directory_path() / ("octop-multiproc-" + std::to_string(rd()));
   std::filesystem::create_directories(dir);
-  std::vector<std::string> pooling;  // the flags a node behind PgBouncer takes
+  std::string listen_db;  // set behind PgBouncer: the node's direct URL for LISTEN
   if (backend().is_postgres()) {
     ASSERT_FALSE(backend().url.empty());
     url = backend().url;
-    if (!backend().pooling.listen_url.empty()) pooling = {"--listen-db", backend().pooling.listen_url};
+    listen_db = backend().pooling.listen_url;
   } else {
     url = "sqlite:" + dir.string();
   }
@@ -197,27 +197,28 @@ TEST_P(MultiNodeTest, ThreeProcessesNeverOverlapAndAKilledNodesRunIsReclaimed) {
   const std::chrono::milliseconds timeout = 2s;
   std::vector<pid_t> pids;
   for (int n = 0; n < 3; ++n) {
-    std::vector<std::string> argv{OCTOP_SCHEDULER_NODE_BINARY,
-                                  "--db",
-                                  url,
-                                  "--plugin",
-                                  plugin,
-                                  "--node",
-                                  std::to_string(n),
-                                  "--out",
-                                  out,
-                                  "--cadence",
-                                  "PT0.2S",
-                                  "--run-ms",
-                                  "150",
-                                  "--timeout",
-                                  "PT2S",
-                                  "--janitor-ms",
-                                  "300",
-                                  "--seconds",
-                                  "14"};
-    argv.insert(argv.end(), pooling.begin(), pooling.end());
-    pids.push_back(Spawn(argv, (dir / ("node" + std::to_string(n) + ".log")).string()));
+    pids.push_back(Spawn({OCTOP_SCHEDULER_NODE_BINARY,
+                          "--db",
+                          url,
+                          "--listen-db",
+                          listen_db,
+                          "--plugin",
+                          plugin,
+                          "--node",
+                          std::to_string(n),
+                          "--out",
+                          out,
+                          "--cadence",
+                          "PT0.2S",
+                          "--run-ms",
+                          "150",
+                          "--timeout",
+                          "PT2S",
+                          "--janitor-ms",
+                          "300",
+                          "--seconds",
+                          "14"},
+                         (dir / ("node" + std::to_string(n) + ".log")).string()));
   }
   // Once runs flow, SIGKILL the node that is in the middle of one.
   std::string victim;

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   octop::SchedulerOptions options;
   options.database_url = args["--db"];
   // Through a pooler in transaction mode: --listen-db names the direct URL for LISTEN, and prepared
-  // statements go off with it (octop/postgres_pooling.h).
-  if (args.count("--listen-db") != 0) {
+  // statements go off with it (octop/postgres_pooling.h). Empty: a direct connection.
+  if (!args["--listen-db"].empty()) {
     options.pooling = {.prepared_statements = false, .listen_url = args["--listen-db"]};
   }
   // The test's plugin id is a fresh per-test schema of the test database (too long for a database name).

@@ -99,11 +99,11 @@ std::vector<Backend> AllBackends() {
   const bool direct = url != nullptr && *url != '\0';
   if (direct || required) backends.push_back({"postgres", direct ? url : ""});
   const char* bouncer = std::getenv("OCTOP_TEST_PGBOUNCER_URL");
-  if ((bouncer != nullptr && *bouncer != '\0' && direct) || required) {
-    const bool configured = bouncer != nullptr && *bouncer != '\0' && direct;
+  const bool pooled = bouncer != nullptr && *bouncer != '\0' && direct;  // LISTEN needs the direct URL
+  if (pooled || required) {
     backends.push_back({"pgbouncer",
-                        configured ? bouncer : "",
-                        {.prepared_statements = false, .listen_url = configured ? url : ""}});
+                        pooled ? bouncer : "",
+                        {.prepared_statements = false, .listen_url = pooled ? url : ""}});
   }
   return backends;
 }
