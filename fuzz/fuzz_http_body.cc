@@ -1,7 +1,7 @@
 // Fuzzes the HTTP request bodies octopd parses: the job queue's POST /api/octop/v1/jobs body
 // (JobSpecFromJson) and the ISO 8601 instants in it (ParseIsoInstant). Any bytes must give either a spec that
-// obeys the documented limits or InvalidArgument -- never another code, an exception or a crash -- and a
-// parsed instant must print and parse back to itself.
+// obeys the documented limits (its payload the body's own) or InvalidArgument -- never another code, an
+// exception or a crash -- and a parsed instant must print and parse back to itself.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -20,7 +20,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abort();
     }
     if (spec->max_retries < 0) std::abort();
-    if (nlohmann::json::parse(spec->payload, nullptr, false).is_discarded()) std::abort();
+    // The payload is the body's own text for it: it parses to what the body's parse holds there.
+    const nlohmann::json payload = nlohmann::json::parse(spec->payload, nullptr, false);
+    if (payload.is_discarded()) std::abort();
+    const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, false);
+    if (payload != parsed.value("payload", nlohmann::json::object())) std::abort();
   }
   if (std::optional<octop::WallTime> at = octop::http::ParseIsoInstant(body)) {
     std::optional<octop::WallTime> again = octop::http::ParseIsoInstant(octop::http::FormatUtcIso(*at));

@@ -17,6 +17,7 @@
 #include <octop/cron.h>
 #include <octop/json_depth.h>
 
+#include "core/json_text.h"
 #include "daemon/daemon_config.h"
 #include "store/job_store.h"
 #include "store/task_store.h"
@@ -252,13 +253,17 @@ int JobsEnqueue(const Globals& g, const JobArgs& a) {
               << " levels): " << Printable(text.substr(0, 200)) << "\n";
     return kExitUsage;
   }
-  Json body{{"kind", a.kind}, {"payload", payload}};
+  Json body{{"kind", a.kind}};
   if (a.queue) body["queue"] = *a.queue;
   if (a.priority) body["priority"] = *a.priority;
   if (a.at) body["scheduledAt"] = *a.at;
   if (a.unique_key) body["uniqueKey"] = *a.unique_key;
   if (a.max_retries) body["maxRetries"] = *a.max_retries;
-  HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs", body.dump());
+  // The payload goes as written, not as nlohmann would print it again (core/json_text.h).
+  std::string request = body.dump();
+  request.pop_back();
+  request += ",\"payload\":" + octop::text::CompactJson(text) + "}";
+  HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs", request);
   if (r.status != 200 && r.status != 201) return Refused(r);
   const Json& answer = BodyObject(r);
   if (g.json) {
@@ -279,7 +284,7 @@ int JobsList(const Globals& g, const JobArgs& a) {
   if (r.status != 200) return Refused(r);
   const Json& body = BodyObject(r);
   if (g.json) {
-    std::cout << body.dump(2) << "\n";
+    std::cout << r.body << "\n";  // as octopd sent it: a payload's numbers keep every digit
     return 0;
   }
   std::vector<std::vector<std::string>> rows{
@@ -298,7 +303,7 @@ int JobsSummary(const Globals& g) {
   if (r.status != 200) return Refused(r);
   const Json& body = BodyObject(r);
   if (g.json) {
-    std::cout << body.dump(2) << "\n";
+    std::cout << r.body << "\n";  // as octopd sent it: a payload's numbers keep every digit
     return 0;
   }
   std::vector<std::vector<std::string>> rows{
@@ -338,7 +343,7 @@ int JobsAct(const Globals& g, const std::string& action, const std::string& id) 
   if (r.status != 200) return Refused(r);
   const Json& job = BodyObject(r);
   if (g.json) {
-    std::cout << job.dump() << "\n";
+    std::cout << r.body << "\n";  // as octopd sent it: a payload's numbers keep every digit
   } else {
     const std::string status = job.value("status", "?");
     if (action == "cancel" && status == "running") {

@@ -11,7 +11,9 @@
 #include <octop/duration.h>
 #include <octop/json_depth.h>
 
+#include "core/json_text.h"
 #include "http/task_json.h"
+#include "store/job_rules.h"
 
 namespace octop::http {
 
@@ -42,6 +44,25 @@ bool Expect(std::string_view s, std::size_t& pos, char c) {
   return true;
 }
 
+// Why nlohmann::json refuses `text` ("parse error at line 1, column 9: syntax error ..."), without its
+// exception id and cut to a few hundred bytes: a client sees where its body went wrong. Only on the error
+// path.
+std::string JsonErrorReason(std::string_view text) {
+  std::string reason = "unknown reason";
+  try {
+    const Json unused = Json::parse(text);
+  } catch (const Json::exception& e) {
+    reason = e.what();
+    if (reason.starts_with("[json.exception.")) {
+      const std::size_t end = reason.find("] ");
+      if (end != std::string::npos) reason.erase(0, end + 2);
+    }
+  }
+  constexpr std::size_t kMaxReasonBytes = 300;
+  if (reason.size() > kMaxReasonBytes) reason = reason.substr(0, kMaxReasonBytes) + "...";
+  return reason;
+}
+
 Result<std::string> NameField(const Json& body, const char* field, bool required, std::string fallback) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) {
@@ -51,6 +72,9 @@ Result<std::string> NameField(const Json& body, const char* field, bool required
   if (!it->is_string()) return InvalidArgumentError(std::string("'") + field + "' must be a string");
   std::string value = it->get<std::string>();
   if (value.empty()) return InvalidArgumentError(std::string("'") + field + "' must not be empty");
+  if (value.find('\0') != std::string::npos) {
+    return InvalidArgumentError(std::string("'") + field + "' must not contain the character U+0000");
+  }
   if (value.size() > kMaxNameBytes) {
     return InvalidArgumentError(std::string("'") + field + "' is longer than " +
                                 std::to_string(kMaxNameBytes) + " bytes");
@@ -102,7 +126,7 @@ Json Millis(const std::optional<std::chrono::microseconds>& d) {
 
 Result<ApiResponse> JobResponse(JobQueue& queue, const std::string& id) {
   OCTOP_ASSIGN_OR_RETURN(JobInfo job, queue.GetJob(id));
-  return ApiResponse::Json(Dump(JobToJson(job)));
+  return ApiResponse::Json(JobJsonText(job));
 }
 
 }  // namespace
@@ -163,33 +187,39 @@ std::optional<WallTime> ParseIsoInstant(std::string_view s) {
          std::chrono::duration_cast<WallTime::duration>(fraction);
 }
 
-Json JobToJson(const JobInfo& job) {
-  Json j;
-  j["id"] = job.id;
-  j["queue"] = job.queue;
-  j["kind"] = job.kind;
+std::string JobJsonText(const JobInfo& job) {
+  // The payload is spliced in as stored (JSON text the store validated), not parsed and dumped again: a
+  // number beyond a double's precision comes back as it went in (core/json_text.h, docs/jobs.md "Payloads").
+  Json head{{"id", job.id}, {"queue", job.queue}, {"kind", job.kind}};
+  Json tail;
+  std::string payload = "null";
   if (job.omitted_payload_bytes) {
     // Left out of a listing for its byte budget: GET /jobs/<id> has it.
-    j["payload"] = nullptr;
-    j["payloadOmittedBytes"] = *job.omitted_payload_bytes;
+    tail["payloadOmittedBytes"] = *job.omitted_payload_bytes;
+  } else if (JsonDepthAllowed(job.payload) && Json::accept(job.payload)) {
+    payload = text::CompactJson(job.payload);
   } else {
-    // A payload stored before the depth bound existed is shown as its text rather than re-serialised.
-    Json payload = JsonDepthAllowed(job.payload) ? Json::parse(job.payload, nullptr, false)
-                                                 : Json(Json::value_t::discarded);
-    j["payload"] = payload.is_discarded() ? Json(job.payload) : payload;
+    // A payload stored before the depth bound existed is shown as its text.
+    payload = Dump(Json(job.payload));
   }
-  j["priority"] = job.priority;
-  j["status"] = std::string(JobStatusName(job.status));
-  j["attempt"] = job.attempt;
-  j["maxRetries"] = job.max_retries;
-  j["scheduledAt"] = FormatUtcIso(job.scheduled_at);
-  j["createdAt"] = FormatUtcIso(job.created_at);
-  j["startedAt"] = job.started_at ? Json(FormatUtcIso(*job.started_at)) : Json();
-  j["completedAt"] = job.completed_at ? Json(FormatUtcIso(*job.completed_at)) : Json();
-  j["expiresAt"] = job.expires_at ? Json(FormatUtcIso(*job.expires_at)) : Json();
-  j["lastError"] = job.last_error ? Json(*job.last_error) : Json();
-  j["uniqueKey"] = job.unique_key ? Json(*job.unique_key) : Json();
-  return j;
+  tail["priority"] = job.priority;
+  tail["status"] = std::string(JobStatusName(job.status));
+  tail["attempt"] = job.attempt;
+  tail["maxRetries"] = job.max_retries;
+  tail["scheduledAt"] = FormatUtcIso(job.scheduled_at);
+  tail["createdAt"] = FormatUtcIso(job.created_at);
+  tail["startedAt"] = job.started_at ? Json(FormatUtcIso(*job.started_at)) : Json();
+  tail["completedAt"] = job.completed_at ? Json(FormatUtcIso(*job.completed_at)) : Json();
+  tail["expiresAt"] = job.expires_at ? Json(FormatUtcIso(*job.expires_at)) : Json();
+  tail["lastError"] = job.last_error ? Json(*job.last_error) : Json();
+  tail["uniqueKey"] = job.unique_key ? Json(*job.unique_key) : Json();
+  std::string out = Dump(head);
+  out.pop_back();  // the head's '}'
+  out += ",\"payload\":";
+  out += payload;
+  out += ',';
+  out.append(Dump(tail), 1);  // without the tail's '{'
+  return out;
 }
 
 Result<JobSpec> JobSpecFromJson(std::string_view text) {
@@ -198,7 +228,8 @@ Result<JobSpec> JobSpecFromJson(std::string_view text) {
                                 std::to_string(kMaxJsonDepth) + " levels");
   }
   const Json body = Json::parse(text, nullptr, false);
-  if (body.is_discarded()) return InvalidArgumentError("Request body is not valid JSON");
+  if (body.is_discarded())
+    return InvalidArgumentError("Request body is not valid JSON: " + JsonErrorReason(text));
   if (!body.is_object()) return InvalidArgumentError("Request body must be a JSON object");
   static const char* const kFields[] = {"kind",        "payload",    "queue",    "priority",
                                         "scheduledAt", "maxRetries", "uniqueKey"};
@@ -214,7 +245,13 @@ Result<JobSpec> JobSpecFromJson(std::string_view text) {
   JobSpec spec;
   OCTOP_ASSIGN_OR_RETURN(spec.kind, NameField(body, "kind", true, ""));
   OCTOP_ASSIGN_OR_RETURN(spec.queue, NameField(body, "queue", false, "default"));
-  if (auto it = body.find("payload"); it != body.end()) spec.payload = Dump(*it);
+  // The payload's own text, not nlohmann's re-serialisation of it (core/json_text.h).
+  if (std::optional<std::string_view> payload = text::JsonMemberText(text, "payload")) {
+    if (text::JsonHasNulEscape(*payload)) {
+      return InvalidArgumentError(std::string("'payload' ") + store::kNulEscapeInPayload);
+    }
+    spec.payload = text::CompactJson(*payload);
+  }
   OCTOP_ASSIGN_OR_RETURN(auto priority, IntField(body, "priority", std::numeric_limits<int>::min() / 2,
                                                  std::numeric_limits<int>::max() / 2));
   if (priority) spec.priority = *priority;
@@ -241,6 +278,15 @@ namespace {
 
 constexpr std::int64_t kListPayloadBudget = 4 << 20;
 
+std::string JobListText(const std::vector<JobInfo>& jobs) {
+  std::string out = "[";
+  for (const JobInfo& job : jobs) {
+    if (out.size() > 1) out += ',';
+    out += JobJsonText(job);
+  }
+  return out + "]";
+}
+
 Result<ApiResponse> SummaryResponse(JobQueue& q, MonitoringCache& kept) {
   OCTOP_ASSIGN_OR_RETURN(JobSummary summary, q.Summarize());
   std::int64_t jobs = 0;
@@ -257,11 +303,11 @@ Result<ApiResponse> SummaryResponse(JobQueue& q, MonitoringCache& kept) {
     counts.push_back(std::move(line));
   }
   kept.NoteJobCount(jobs);
-  Json failed = Json::array();
-  for (const JobInfo& job : summary.latest_failed) failed.push_back(JobToJson(job));
-  return ApiResponse::Json(Dump(Json{{"counts", std::move(counts)},
-                                     {"latestFailed", std::move(failed)},
-                                     {"pausedQueues", summary.paused_queues}}));
+  std::string out = Dump(Json{{"counts", std::move(counts)}});
+  out.pop_back();
+  out += ",\"latestFailed\":" + JobListText(summary.latest_failed) + ',';
+  out.append(Dump(Json{{"pausedQueues", summary.paused_queues}}), 1);
+  return ApiResponse::Json(std::move(out));
 }
 
 Result<ApiResponse> StatsResponse(JobQueue& q, const JobStatsFilter& params) {
@@ -330,9 +376,7 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolic
       if (*v == "false") filter.payload_budget = 0;
     }
     OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, q->ListJobs(filter));
-    Json list = Json::array();
-    for (const JobInfo& job : jobs) list.push_back(JobToJson(job));
-    return ApiResponse::Json(Dump(Json{{"jobs", std::move(list)}}));
+    return ApiResponse::Json("{\"jobs\":" + JobListText(jobs) + "}");
   });
   // Registered before /jobs/:id: the first matching route wins.
   server.AddRoute("GET", "/api/octop/v1/jobs/summary", [q, kept](const ApiRequest&) -> Result<ApiResponse> {

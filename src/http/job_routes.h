@@ -42,8 +42,9 @@ void AddJobRoutes(ApiServer& server, JobQueue& queue, const MonitoringCachePolic
 // 1970..2200 (what WallTime can hold, with margin).
 std::optional<WallTime> ParseIsoInstant(std::string_view text);
 
-// The JSON of one job (payload as a JSON value, not a string).
-nlohmann::ordered_json JobToJson(const JobInfo& job);
+// The JSON text of one job; its payload is the stored JSON text as a value (not a string), compacted but
+// otherwise unchanged.
+std::string JobJsonText(const JobInfo& job);
 // The JobSpec of a POST body; InvalidArgument naming the field on any problem.
 Result<JobSpec> JobSpecFromJson(std::string_view body);
 

@@ -11,6 +11,7 @@
 #include <octop/json_depth.h>
 
 #include "core/js_text.h"
+#include "core/json_text.h"
 
 namespace octop::store {
 
@@ -23,6 +24,9 @@ Status ValidateJobName(std::string_view what, std::string_view name) {
   if (name.size() > kMaxJobNameBytes) {
     return InvalidArgumentError(std::string(what) + " is " + std::to_string(name.size()) +
                                 " bytes, the limit is " + std::to_string(kMaxJobNameBytes));
+  }
+  if (name.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError(std::string(what) + " contains the character U+0000, which no store keeps");
   }
   if (!IsStorableText(name)) return InvalidArgumentError(std::string(what) + " is not valid UTF-8 text");
   return Status::Ok();
@@ -46,6 +50,10 @@ Status ValidateEnqueueJob(std::size_t index, const JobSpec& job) {
   }
   if (!nlohmann::json::accept(job.payload)) {
     return InvalidArgumentError(at + "payload is not valid JSON: " + job.payload.substr(0, 200));
+  }
+  if (text::JsonHasNulEscape(job.payload)) {
+    // SQLite would keep it; refused there too, so a payload that works on one backend works on the other.
+    return InvalidArgumentError(at + "payload " + kNulEscapeInPayload);
   }
   return Status::Ok();
 }

@@ -27,6 +27,10 @@ Status ValidateEnqueueJob(std::size_t index, const JobSpec& job);
 Status ValidateEnqueueBatch(const std::vector<JobSpec>& jobs);
 inline constexpr std::size_t kMaxEnqueueBatch = 10000;
 
+// Why a payload holding the escape \u0000 is refused, after the field's name (text::JsonHasNulEscape).
+inline constexpr char kNulEscapeInPayload[] =
+    "contains the escape \\u0000 in a string: PostgreSQL's jsonb cannot store U+0000, so no backend takes it";
+
 // A queue name, kind, unique key or config key: 1..kMaxJobNameBytes bytes of valid UTF-8 without NUL.
 Status ValidateJobName(std::string_view what, std::string_view name);
 

@@ -78,6 +78,23 @@ TEST(JobSpecFromJson, ReadsEveryField) {
   EXPECT_FALSE(minimal->scheduled_at.has_value());
 }
 
+TEST(JobSpecFromJson, ThePayloadIsItsTextAsSentCompacted) {
+  // nlohmann::json would hold these as doubles: 1.2345678901234568e+28 and 0.1234567890123456
+  // (core/json_text.h).
+  auto spec = http::JobSpecFromJson(
+      "{\"payload\" : [ 12345678901234567890123456789 , 0.12345678901234567890 , 1.50 , 1E+2 , \"a  b\" ] ,"
+      " \"kind\":\"k\"}");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->payload, R"([12345678901234567890123456789,0.12345678901234567890,1.50,1E+2,"a  b"])");
+  // The payload the parser would see: the last of repeated keys, a key spelled with an escape.
+  auto repeated = http::JobSpecFromJson(R"({"kind":"k","payload":1,"p\u0061yload":{"x":2}})");
+  ASSERT_TRUE(repeated.ok()) << repeated.status().ToString();
+  EXPECT_EQ(repeated->payload, R"({"x":2})");
+  auto null_payload = http::JobSpecFromJson(R"({"kind":"k","payload":null})");
+  ASSERT_TRUE(null_payload.ok());
+  EXPECT_EQ(null_payload->payload, "null");
+}
+
 TEST(JobSpecFromJson, NamesTheBadField) {
   struct Case {
     const char* body;
@@ -85,6 +102,8 @@ TEST(JobSpecFromJson, NamesTheBadField) {
   };
   for (const Case& c : std::vector<Case>{
            {"", "Request body is not valid JSON"},
+           {R"({"kind":x})", "Request body is not valid JSON: parse error at line 1, column 9"},
+           {R"({"kind":"k","priority":1e400})", "Request body is not valid JSON: number overflow"},
            {"[1]", "Request body must be a JSON object"},
            {R"({"payload":{}})", "'kind' is required"},
            {R"({"kind":""})", "'kind' must not be empty"},
@@ -95,6 +114,9 @@ TEST(JobSpecFromJson, NamesTheBadField) {
            {R"({"kind":"k","scheduledAt":"soon"})", "'scheduledAt' must be an ISO 8601 instant"},
            {R"({"kind":"k","uniqueKey":""})", "'uniqueKey' must not be empty"},
            {R"({"kind":"k","colour":"red"})", "Unknown field 'colour'"},
+           {R"({"kind":"a\u0000b"})", "'kind' must not contain the character U+0000"},
+           {R"({"kind":"k","uniqueKey":"\u0000"})", "'uniqueKey' must not contain the character U+0000"},
+           {R"({"kind":"k","payload":{"a":"\u0000"}})", "'payload' contains the escape \\u0000"},
        }) {
     auto spec = http::JobSpecFromJson(c.body);
     ASSERT_FALSE(spec.ok()) << c.body;

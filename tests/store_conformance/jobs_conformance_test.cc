@@ -139,6 +139,25 @@ TEST_P(JobsTest, EnqueueRejectsInvalidJsonAndWritesNothing) {
   EXPECT_EQ(Count(), 0);
 }
 
+TEST_P(JobsTest, APayloadKeepsNumbersBeyondADoubleAndOneWithU0000IsRefusedOnEveryBackend) {
+  // PostgreSQL's jsonb keeps a number's digits; SQLite keeps the text. Both give back every digit.
+  const std::string id =
+      Enqueue(Job("k", R"({"n":123456789012345678901234567890,"r":0.12345678901234567890123})"));
+  const std::string payload = Get(id).payload;
+  EXPECT_NE(payload.find("123456789012345678901234567890"), std::string::npos) << payload;
+  EXPECT_NE(payload.find("0.12345678901234567890123"), std::string::npos) << payload;
+  // jsonb cannot store U+0000; SQLite could, and refuses it too, so a payload works on both or on neither.
+  for (const char* bad : {R"({"a":"x\u0000y"})", R"(["\u0000"])", R"({"\u0000":1})"}) {
+    auto out = jobs_->EnqueueJobs({Job("k"), Job("k", bad)});
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(out.status().message().find("job 1: payload contains the escape \\u0000"), std::string::npos)
+        << out.status().message();
+  }
+  // An escaped backslash before the letters u0000 is not U+0000.
+  EXPECT_EQ(nlohmann::json::parse(Get(Enqueue(Job("k", R"(["\\u0000"])"))).payload)[0], "\\u0000");
+  EXPECT_EQ(Count(), 2);
+}
+
 TEST_P(JobsTest, EnqueueRejectsNegativeMaxRetriesAndWritesNothing) {
   JobSpec bad = Job("k");
   bad.max_retries = -1;
