@@ -2,7 +2,8 @@
 # What the dashboard's monitoring reads cost the database on a large history (docs/performance.md, "Monitoring
 # reads on a million finished jobs"): starts a throwaway durable PostgreSQL (scripts/pg-test-server.sh) and an
 # octopd on it, writes JOBS finished jobs into octop_jobs with one SQL statement, then VIEWERS simulated
-# dashboard tabs each ask for GET /jobs/summary every 2 s and the hour's GET /jobs/stats every 10 s, for SECONDS.
+# dashboard tabs each ask for GET /jobs/summary and the Jobs card's two lists (failed, frozen) every 2 s and the
+# hour's GET /jobs/stats every 10 s, for SECONDS.
 # Prints, from pg_stat_statements over those seconds, the calls and execution time of the summary's statements
 # and the stats', and the summary requests' latency as curl saw it. Any octopd binary works, so a build of an
 # earlier commit gives the "before" figures:
@@ -65,6 +66,9 @@ for _ in $(seq 1 "$viewers"); do
     n=0
     while (($(date +%s) < end)); do
       curl -s -o /dev/null -w '%{time_total}\n' "$api/summary" >> "$dir/latency"
+      # The Jobs card's default view: the latest failed and the latest frozen jobs (src/web/queue.js).
+      curl -s -o /dev/null -w '%{time_total}\n' "$api?status=failed&limit=50" >> "$dir/list-latency"
+      curl -s -o /dev/null "$api?status=frozen&limit=50"
       ((n % 5 == 0)) && curl -s -o /dev/null "$api/stats?window=1h&bucket=60s"
       n=$((n + 1))
       sleep 2  # the dashboard's poll interval, after the previous answer (docs/dashboard.md)
@@ -79,9 +83,13 @@ psql "$url" -qAt -F' ' -c "
               WHEN query LIKE '%octop_failed_jobs%' THEN 'failed'
               WHEN query LIKE 'SELECT name, paused FROM%' THEN 'queues'
               WHEN query LIKE '%AS bucket%' THEN 'stats'
+              WHEN query LIKE '%WINDOW page%' THEN 'list'
               ELSE 'other' END AS s, sum(calls), round(sum(total_exec_time)::numeric)
   FROM pg_stat_statements WHERE query LIKE '%octop_%' GROUP BY 1 ORDER BY 1" |
   while read -r s calls ms; do printf '%-10s %8s %12s\n' "$s" "$calls" "$ms"; done
 sort -n "$dir/latency" | awk '{a[NR] = $1} END {
   printf "summary requests %d in the window: latency p50 %.3f s, p90 %.3f s, max %.3f s\n",
+         NR, a[int((NR + 1) * 0.5)], a[int((NR + 1) * 0.9)], a[NR]}'
+sort -n "$dir/list-latency" | awk '{a[NR] = $1} END {
+  printf "failed-list requests %d in the window: latency p50 %.3f s, p90 %.3f s, max %.3f s\n",
          NR, a[int((NR + 1) * 0.5)], a[int((NR + 1) * 0.9)], a[NR]}'

@@ -2,9 +2,12 @@
 // sparkline reads, the window/bucket/queue/kind parameters, and 400s for bad ones. Jobs are claimed and
 // completed through the queue's store (the queue is not started) with a FakeClock as the database's now,
 // so every bucket and latency is exact.
+#include <atomic>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -16,6 +19,7 @@
 
 #include "http/api_server.h"
 #include "http/job_routes.h"
+#include "http/monitoring_cache.h"
 #include "store/job_store.h"
 
 namespace octop::http {
@@ -207,6 +211,97 @@ TEST_F(JobStatsRoute, OnALargeTableMonitoringAnswersAreReusedUntilTheyAgeOrAnOpe
   auto cancelled = client.Post("/api/octop/v1/jobs/" + waiting->id + "/cancel", "", "application/json");
   ASSERT_TRUE(cancelled && cancelled->status == 200) << (cancelled ? cancelled->body : "no response");
   EXPECT_EQ(succeeded(), 6);
+}
+
+// Job lists are kept as the summary is: the dashboard asks for two every 2 s, and on a large history each
+// reads it all. A list of more than 1 MiB is never kept (memory), and an operator's action drops the rest.
+TEST_F(JobStatsRoute, OnALargeTableJobListsAreReusedExceptLargeOnes) {
+  ApiServer server(*scheduler_, ApiServerOptions{.port = 0});
+  AddJobRoutes(server, *queue_,
+               {.min_jobs = 3, .reuse_factor = 20, .min_reuse = milliseconds(2000), .clock = &clock_});
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto count = [&](const std::string& target) -> std::size_t {
+    auto res = client.Get(target);
+    EXPECT_TRUE(res && res->status == 200) << target;
+    return res ? Json::parse(res->body, nullptr, false)["jobs"].size() : 0;
+  };
+  const std::string succeeded = "/api/octop/v1/jobs?status=success";
+  for (int i = 0; i < 3; ++i) Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(count(succeeded), 3u) << "not kept: no summary has counted the jobs yet";
+  auto summary = client.Get("/api/octop/v1/jobs/summary");
+  ASSERT_TRUE(summary && summary->status == 200);
+  EXPECT_EQ(count(succeeded), 3u);
+  Finish("k", milliseconds(0), milliseconds(0));
+  EXPECT_EQ(count(succeeded), 3u) << "a young list was read again";
+  EXPECT_EQ(count(succeeded + "&limit=10"), 4u) << "another limit is another answer";
+  EXPECT_EQ(count(succeeded + "&payload=false"), 4u) << "so is another payload budget";
+  EXPECT_EQ(count("/api/octop/v1/jobs?status=success&kind=k"), 4u) << "and another kind";
+  clock_.Advance(milliseconds(2001));
+  EXPECT_EQ(count(succeeded), 4u) << "aged out";
+
+  // An operator's action drops the kept lists: the retried job shows as waiting at once.
+  Finish("k", milliseconds(0), milliseconds(0), /*succeed=*/false);
+  const std::string frozen = "/api/octop/v1/jobs?status=frozen";
+  EXPECT_EQ(count(frozen), 1u);
+  auto listed = client.Get(frozen);
+  ASSERT_TRUE(listed);
+  const std::string id = Json::parse(listed->body)["jobs"][0]["id"];
+  auto retried = client.Post("/api/octop/v1/jobs/" + id + "/retry", "", "application/json");
+  ASSERT_TRUE(retried && retried->status == 200) << (retried ? retried->body : "no response");
+  EXPECT_EQ(count(frozen), 0u);
+  EXPECT_EQ(count("/api/octop/v1/jobs?status=pending"), 1u);
+
+  // A list over 1 MiB is computed each time.
+  const std::string pending = "/api/octop/v1/jobs?status=pending&kind=big";
+  JobSpec big{.kind = "big", .payload = "\"" + std::string(1100 * 1024, 'x') + "\""};
+  ASSERT_TRUE(queue_->Enqueue(big).ok());
+  EXPECT_EQ(count(pending), 1u);
+  ASSERT_TRUE(queue_->Enqueue(big).ok());
+  EXPECT_EQ(count(pending), 2u) << "a list of more than 1 MiB was kept";
+}
+
+// Who computes while another answer is being computed: on a small table, anyone; until a summary has counted
+// the jobs (a node that just started, ten dashboards open on it) only one, so a large table is read once.
+TEST(MonitoringCacheConcurrency, SideBySideOnASmallTableOneAtATimeUntilCounted) {
+  for (const bool counted_small : {true, false}) {
+    SCOPED_TRACE(counted_small ? "a summary counted 2 jobs" : "no summary yet");
+    MonitoringCache cache({.min_jobs = 3});
+    if (counted_small) cache.NoteJobCount(2);
+    std::promise<void> entered;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    std::atomic<bool> first_done{false};
+    std::thread first([&] {
+      auto r = cache.Get("first", [&]() -> Result<ApiResponse> {
+        entered.set_value();
+        released.wait();
+        first_done = true;
+        return ApiResponse::Json("{}");
+      });
+      EXPECT_TRUE(r.ok());
+    });
+    ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    bool saw_first_done = false;
+    auto second = std::async(std::launch::async, [&] {
+      return cache.Get("second", [&]() -> Result<ApiResponse> {
+        saw_first_done = first_done;
+        return ApiResponse::Json("{}");
+      });
+    });
+    if (counted_small) {
+      // Answered while the first is still being computed.
+      EXPECT_EQ(second.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+      release.set_value();
+    } else {
+      // Still waiting for the first a while later (an observation window: a wrong cache answers at once).
+      EXPECT_EQ(second.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+      release.set_value();
+    }
+    EXPECT_TRUE(second.get().ok());
+    first.join();
+    EXPECT_EQ(saw_first_done, !counted_small);
+  }
 }
 
 }  // namespace
