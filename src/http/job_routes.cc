@@ -7,6 +7,7 @@
 #include <memory>
 
 #include <date/date.h>
+#include <nlohmann/json.hpp>
 
 #include <octop/duration.h>
 #include <octop/json_depth.h>

@@ -20,9 +20,8 @@
 #define OCTOP_HTTP_JOB_ROUTES_H_
 
 #include <optional>
+#include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include <octop/clock.h>
 #include <octop/queue.h>

@@ -21,10 +21,13 @@ Result<ApiResponse> MonitoringCache::Get(const std::string& key,
     // A small table's reads are cheap: computed side by side. The summary that finds the table large is kept.
     // Until a summary has counted, the table may be large: one answer at a time, as below.
     const SteadyTime start = clock_.SteadyNow();
+    const std::uint64_t cleared = clears_.load();
     Result<ApiResponse> answer = compute();
     if (answer.ok() && jobs_.load(std::memory_order_relaxed) >= policy_.min_jobs) {
       std::lock_guard lock(mu_);
-      KeepLocked(key, *answer, start);
+      // Not an answer read before an operator's action that ended meanwhile: Clear() must drop every such
+      // one.
+      if (clears_.load() == cleared) KeepLocked(key, *answer, start);
     }
     return answer;
   }
@@ -50,6 +53,7 @@ void MonitoringCache::KeepLocked(const std::string& key, const ApiResponse& answ
 
 void MonitoringCache::Clear() {
   std::lock_guard lock(mu_);
+  ++clears_;
   kept_.clear();
 }
 

@@ -68,9 +68,10 @@ class MonitoringCache {
 
   const MonitoringCachePolicy policy_;
   const Clock& clock_;
-  std::mutex mu_;                       // held while an answer is computed: one at a time
-  std::map<std::string, Kept> kept_;    // guarded by mu_
-  std::atomic<std::int64_t> jobs_{-1};  // -1: no summary has counted yet
+  std::mutex mu_;                         // held while an answer is computed: one at a time
+  std::map<std::string, Kept> kept_;      // guarded by mu_
+  std::atomic<std::int64_t> jobs_{-1};    // -1: no summary has counted yet
+  std::atomic<std::uint64_t> clears_{0};  // Clear() calls so far (written under mu_)
 };
 
 }  // namespace octop::http
