@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <random>
 #include <sstream>
 
@@ -39,17 +40,26 @@ using runtime_testing::Eventually;
 
 struct ProcessBackend {
   std::string name;
-  std::string url;  // empty: required but unavailable
+  std::string url;         // empty: required but unavailable
+  std::string listen_url;  // through PgBouncer in transaction mode: the direct URL the listener uses
 };
 
+// For gtest's test names and messages: the backend's name, not the struct's bytes.
+void PrintTo(const ProcessBackend& backend, std::ostream* os) { *os << backend.name; }
+
+// SQLite; PostgreSQL when OCTOP_TEST_PG_URL is set, and through PgBouncer in transaction mode too when
+// OCTOP_TEST_PGBOUNCER_URL is (both required with OCTOP_REQUIRE_PG=1, as the store suites require them).
 std::vector<ProcessBackend> ProcessBackends() {
-  std::vector<ProcessBackend> out{{"sqlite", ""}};
+  std::vector<ProcessBackend> out{{"sqlite", "", ""}};
   const char* url = std::getenv("OCTOP_TEST_PG_URL");
+  const char* bouncer = std::getenv("OCTOP_TEST_PGBOUNCER_URL");
   const char* require = std::getenv("OCTOP_REQUIRE_PG");
-  if (url != nullptr && *url != '\0') {
-    out.push_back({"postgres", url});
-  } else if (require != nullptr && std::string(require) == "1") {
-    out.push_back({"postgres", ""});
+  const bool required = require != nullptr && std::string(require) == "1";
+  const bool have_pg = url != nullptr && *url != '\0';
+  if (have_pg || required) out.push_back({"postgres", have_pg ? url : "", ""});
+  if ((have_pg && bouncer != nullptr && *bouncer != '\0') || required) {
+    const bool have_bouncer = have_pg && bouncer != nullptr && *bouncer != '\0';
+    out.push_back({"pgbouncer", have_bouncer ? bouncer : "", have_bouncer ? url : ""});
   }
   return out;
 }
@@ -132,8 +142,9 @@ std::vector<RunRecord> ReadRuns(const std::vector<fs::path>& logs) {
 class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
  protected:
   void SetUp() override {
-    if (GetParam().name == "postgres" && GetParam().url.empty()) {
-      FAIL() << "OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL is not set";
+    if (GetParam().name != "sqlite" && GetParam().url.empty()) {
+      FAIL() << "OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL (or, for pgbouncer, OCTOP_TEST_PGBOUNCER_URL) is "
+                "not set";
     }
     std::random_device rd;
     dir_ = fs::temp_directory_path() / ("octop-jobs-mp-" + std::to_string(rd()));
@@ -142,6 +153,9 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
     ns_ = store::testing::FreshNamespace();
     store::StoreOptions o;
     o.ns = ns_;
+    if (!GetParam().listen_url.empty()) {
+      o.pooling = {.prepared_statements = false, .listen_url = GetParam().listen_url};
+    }
     auto opened = store::OpenJobStore(url_, o);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
@@ -166,6 +180,10 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
                                   (dir_ / (name + ".log")).string(),
                                   "--ready",
                                   (dir_ / (name + ".ready")).string()};
+    if (!GetParam().listen_url.empty()) {
+      argv.push_back("--listen-db");
+      argv.push_back(GetParam().listen_url);
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     logs_.push_back(dir_ / (name + ".log"));
     workers_.push_back(std::make_unique<WorkerProcess>(argv));

@@ -1,6 +1,7 @@
 // octop_job_worker: one job-queue node in a process of its own, for the multi-process tests.
 //
-//   octop_job_worker --url URL --ns NS --log FILE --ready FILE [--concurrency N] [--timeout-ms N]
+//   octop_job_worker --url URL --ns NS --log FILE --ready FILE [--listen-db URL] [--concurrency N]
+//   [--timeout-ms N]
 //                    [--rescue-interval-ms N] [--rescue-grace-ms N] [--retry-base-ms N]
 //                    [--block-first-attempt]
 //
@@ -43,7 +44,7 @@ void WriteLine(int fd, const std::string& line) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string url, ns, log_path, ready_path;
+  std::string url, ns, log_path, ready_path, listen_db;
   int concurrency = 8;
   long timeout_ms = 60000, rescue_ms = 15000, grace_ms = 5000, retry_base_ms = 1000;
   bool block_first = false;
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
       url = value();
     else if (arg == "--ns")
       ns = value();
+    else if (arg == "--listen-db")
+      listen_db = value();
     else if (arg == "--log")
       log_path = value();
     else if (arg == "--ready")
@@ -105,11 +108,14 @@ int main(int argc, char** argv) {
   options.logger = [](octop::LogLevel level, std::string_view message) {
     if (level >= octop::LogLevel::kWarn) std::cerr << "[" << ::getpid() << "] " << message << "\n";
   };
-  auto queue = octop::runtime::JobQueueOpener::Open(options, [url, ns](const octop::Clock& clock) {
+  auto queue = octop::runtime::JobQueueOpener::Open(options, [url, ns, listen_db](const octop::Clock& clock) {
     octop::store::StoreOptions so;
     so.ns = ns;
     so.clock = &clock;
     so.pool_size = 8;
+    // Through a pooler in transaction mode: LISTEN on the direct URL, no named prepared statements
+    // (docs/configuration.md, "Behind PgBouncer").
+    if (!listen_db.empty()) so.pooling = {.prepared_statements = false, .listen_url = listen_db};
     return octop::store::OpenJobStore(url, so);
   });
   if (!queue.ok()) {
