@@ -215,6 +215,7 @@ Status Daemon::Start() {
   job_options.prefetch = config_.job_prefetch;
   job_options.wake_claim_interval = config_.job_wake_claim_interval;
   job_options.rescue_interval = config_.job_rescue_interval;
+  job_options.reconcile_interval = config_.job_reconcile_interval;
   if (config_.node_id) job_options.worker_id = *config_.node_id;
   auto jobs = JobQueue::Open(std::move(job_options));
   if (!jobs.ok()) {

@@ -639,6 +639,8 @@ Result<DaemonConfig> ParseDaemonConfig(std::string_view yaml_text, std::string_v
       }
       OCTOP_ASSIGN_OR_RETURN(config.job_rescue_interval,
                              ReadMillis(j, "rescueInterval", config.job_rescue_interval, where));
+      OCTOP_ASSIGN_OR_RETURN(config.job_reconcile_interval,
+                             ReadMillis(j, "reconcileInterval", config.job_reconcile_interval, where));
       if (const Json* handlers = j.Get("handlers")) {
         if (!handlers->is_array())
           return InvalidArgumentError(j.Where("handlers") + "expected a list of handlers");

@@ -236,6 +236,18 @@ class JobQueue::Impl {
     }
   }
 
+  void Reconcile() {
+    Result<long> written = store->ReconcileJobSets();
+    if (!written.ok()) {
+      context.Log(LogLevel::kWarn, "Reconciling jobs written by SQL failed, " + written.status().ToString());
+      return;
+    }
+    if (*written == 0) return;
+    context.Log(LogLevel::kInfo, "Reconciled " + std::to_string(*written) +
+                                     " rows of the job queue's working sets with jobs written by SQL");
+    WakeAll();
+  }
+
   void MaintenanceLoop(std::stop_token stop) {
     Clock& clock = *context.clock;
     const auto& o = context.options;
@@ -243,6 +255,7 @@ class JobQueue::Impl {
     SteadyTime config_at = now + o.config_refresh_interval;  // Open() read it already
     SteadyTime rescue_at = now;                              // the first sweeps run at once
     SteadyTime retention_at = now;
+    SteadyTime reconcile_at = now;
     while (!stop.stop_requested()) {
       now = clock.SteadyNow();
       if (std::optional<std::chrono::nanoseconds> step = MeasureDatabaseClock()) {
@@ -271,9 +284,14 @@ class JobQueue::Impl {
         Retention();
         retention_at = now + o.retention_interval;
       }
+      if (o.reconcile_interval.count() > 0 && now >= reconcile_at) {
+        Reconcile();
+        reconcile_at = now + o.reconcile_interval;
+      }
       SteadyTime wake_at = config_at;
       if (o.rescue_interval.count() > 0) wake_at = std::min(wake_at, rescue_at);
       if (o.retention_interval.count() > 0) wake_at = std::min(wake_at, retention_at);
+      if (o.reconcile_interval.count() > 0) wake_at = std::min(wake_at, reconcile_at);
       clock.WaitUntil(wake_at, stop, &maintenance_wake);
     }
   }

@@ -148,6 +148,7 @@ inline constexpr std::string_view kJobMigrationNames[] = {
     "octop_0004_job_sets",   // waiting jobs, unique keys and leases in tables of their own (docs/store.md)
     "octop_0005_lease_ids",  // PostgreSQL: a lease's job ids stored without a compression attempt
     "octop_0006_job_cancels",  // requests to stop a running job, read by the node that runs it
+    "octop_0007_sql_writes",   // PostgreSQL: jobs written by plain SQL keep the working sets in step
 };
 inline constexpr int kLatestJobSchemaVersion = static_cast<int>(std::size(kJobMigrationNames));
 
@@ -190,6 +191,11 @@ class JobStore : public Store {
   // know the paused queues. Queues that only have jobs are not listed: finding them would read every job.
   virtual Result<std::vector<QueueInfo>> ListQueues() = 0;
   virtual Result<long> DeleteFinishedJobs(const DeleteFinishedJobsParams& params) = 0;
+  // Brings the store's working sets in step with jobs UPDATEd or DELETEd by plain SQL (docs/jobs.md "Jobs
+  // written by SQL"): a job set back to pending or failed becomes claimable, a rescheduled one is due when
+  // its row says, a frozen or deleted one frees its unique key. Returns how many rows it wrote. PostgreSQL
+  // reads every job for it; SQLite, whose claims read octop_jobs itself, has nothing to do (0).
+  virtual Result<long> ReconcileJobSets() = 0;
   // The JSON text stored under key, nullopt when absent.
   virtual Result<std::optional<std::string>> GetConfig(std::string_view key) = 0;
   // Upserts key = value_json (validated JSON; kInvalidArgument before any write), updated_at = now; notifies
@@ -248,6 +254,7 @@ class JobStoreWrapper : public ForwardingStore<JobStore> {
   Result<long> DeleteFinishedJobs(const DeleteFinishedJobsParams& params) override {
     return target().DeleteFinishedJobs(params);
   }
+  Result<long> ReconcileJobSets() override { return target().ReconcileJobSets(); }
   Result<std::optional<std::string>> GetConfig(std::string_view key) override {
     return target().GetConfig(key);
   }

@@ -164,6 +164,7 @@ jobs:
   prefetch: 200
   wakeClaimInterval: 5ms
   rescueInterval: 3s
+  reconcileInterval: 10s
   handlers:
     - kind: email
       queue: mail
@@ -203,6 +204,7 @@ TEST(ParseDaemonConfig, ReadsEveryKey) {
   EXPECT_EQ(c->job_prefetch, 200);
   EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(5));
   EXPECT_EQ(c->job_rescue_interval, std::chrono::seconds(3));
+  EXPECT_EQ(c->job_reconcile_interval, std::chrono::seconds(10));
 }
 
 TEST(ParseDaemonConfig, ADoubledDollarKeepsABraceForTheShell) {
@@ -228,6 +230,7 @@ TEST(ParseDaemonConfig, EmptyFileGivesDefaults) {
   EXPECT_EQ(c->database, "sqlite:octop-data");
   EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(1));
   EXPECT_EQ(c->job_rescue_interval, std::chrono::seconds(15));
+  EXPECT_EQ(c->job_reconcile_interval, std::chrono::seconds(30));
   EXPECT_EQ(c->http.host, "127.0.0.1");
   EXPECT_EQ(c->http.port, 7007);
 }

@@ -480,6 +480,45 @@ TEST_P(JobQueueTest, ACancelRequestWhoseNotificationWasMissedIsReadAtTheNextResc
   EXPECT_EQ(q.GetJob(id)->last_error, "Job was cancelled");
 }
 
+// The seed's model at the SQL level through a running node (docs/jobs.md "Jobs written by SQL"): a job
+// INSERTed by plain SQL runs, and a frozen job that a DBA's UPDATE sets back to pending runs again at the
+// node's next reconcile pass.
+TEST_P(JobQueueTest, JobsInsertedOrRetriedByPlainSqlRun) {
+  auto options = Options(&Clock::Real());
+  options.reconcile_interval = 50ms;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("by-sql", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return ctx.attempt == 1 ? JobResult::Fail("first attempt") : JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  const std::string id = "00000000-0000-7000-8000-0000000000d1";
+  const bool pg = backend().is_postgres();
+  ASSERT_TRUE(q.WithTransaction([&](Transaction& tx) -> Status {
+                 return tx
+                     .Execute(
+                         std::string("INSERT INTO octop_jobs (id, kind, payload, max_retries, scheduled_at, "
+                                     "created_at) VALUES ($1, 'by-sql', '{}', 0, ") +
+                             (pg ? "now(), now())" : "$2, $2)"),
+                         pg ? std::vector<std::optional<std::string>>{id}
+                            : std::vector<std::optional<std::string>>{id, "2000-01-01 00:00:00.000"})
+                     .status();
+               }).ok());
+  ASSERT_TRUE(WaitForJob(q, id, [](const JobInfo& j) { return j.status == JobStatus::kFrozen; }))
+      << logs_.Dump();
+  ASSERT_TRUE(
+      q.WithTransaction([&](Transaction& tx) -> Status {
+         return tx
+             .Execute("UPDATE octop_jobs SET status = 'pending', max_retries = 1 WHERE CAST(id AS text) = $1",
+                      {id})
+             .status();
+       }).ok());
+  ASSERT_TRUE(WaitForJob(q, id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
+      << logs_.Dump();
+  EXPECT_EQ(calls_.size(), 2u);
+}
+
 TEST_P(JobQueueTest, TheRescuerReRunsAJobWhoseWorkerVanishedAndFencesTheLateCompletion) {
   // Node A claims the job, then "hangs" (its handler ignores the stop) past the expiry. Node B's rescuer puts
   // the job back and B runs it. When A's handler finally returns, its completion carries a stale token:

@@ -1257,6 +1257,166 @@ const char* CreateOrders(std::string_view backend) {
   return "CREATE TABLE IF NOT EXISTS test_orders (id integer PRIMARY KEY, note text)";
 }
 
+// The seed's model at the SQL level: `status` is the one source of a job's state, so a job INSERTed by plain
+// SQL is registered (at once), and a DBA's UPDATE of its status retries or stops it and an UPDATE of
+// scheduled_at moves it (once the store has reconciled them: the job queue does every reconcile_interval). On
+// PostgreSQL the claimable set and the live keys are tables of their own (docs/store.md §8.5): a trigger
+// registers inserted jobs, ReconcileJobSets the rest (docs/jobs.md "Jobs written by SQL"). SQLite reads
+// octop_jobs itself.
+TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirStatusSays) {
+  const bool pg = GetParam().is_postgres();
+  const std::string past = pg ? "2000-01-01 00:00:00+00" : "2000-01-01 00:00:00.000";
+  const std::string later = pg ? "2099-01-01 00:00:00+00" : "2099-01-01 00:00:00.000";
+  const std::string a = "00000000-0000-7000-8000-00000000000a";
+  const std::string b = "00000000-0000-7000-8000-00000000000b";
+  auto sql = [&](const std::string& statement, std::vector<std::optional<std::string>> params) {
+    return jobs_->WithTransaction(
+        [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
+  };
+  const std::string insert =
+      "INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
+      "max_retries, "
+      "created_at, unique_key) VALUES ($1, 'default', 'by-sql', '{\"n\":1}', 0, $2, 'pending', 0, 0, $2, $3)";
+  // Registered by an INSERT: claimed like any other job, and its unique key is held.
+  OCTOP_ASSERT_OK(sql(insert, {a, past, std::optional<std::string>("sql-key")}));
+  auto keyed = jobs_->EnqueueJobs({[] {
+    JobSpec j = Job("k");
+    j.unique_key = "sql-key";
+    return j;
+  }()});
+  ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
+  EXPECT_TRUE(keyed->front().existing) << "the key of a job inserted by SQL was not held";
+  EXPECT_EQ(keyed->front().id, a);
+  auto claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u) << "a job inserted by SQL was not claimed";
+  EXPECT_EQ(claimed[0].id, a);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "boom"));
+  EXPECT_EQ(Get(a).status, JobStatus::kFrozen);
+  // Retried by the DBA's one UPDATE: claimed again, the key taken again.
+  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'pending', max_retries = 1 WHERE id = $1", {a}));
+  OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
+  claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u) << "a job set back to pending by SQL was not claimed";
+  EXPECT_EQ(claimed[0].attempt, 2);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
+  EXPECT_TRUE(Claim().empty());
+
+  // Moved by an UPDATE of scheduled_at: not due until then.
+  const std::string id = Enqueue(Job("k"));
+  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET scheduled_at = $2 WHERE id = $1", {id, later}));
+  OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
+  EXPECT_TRUE(Claim().empty()) << "a job moved to 2099 by SQL was claimed now";
+  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET scheduled_at = $2 WHERE id = $1", {id, past}));
+  OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
+  claimed = Claim();
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
+
+  // Stopped by an UPDATE to frozen: never claimed, and its key is free for a new job.
+  OCTOP_ASSERT_OK(sql(insert, {b, past, std::optional<std::string>("sql-key")}));
+  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'frozen' WHERE id = $1", {b}));
+  OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
+  EXPECT_TRUE(Claim().empty()) << "a job frozen by SQL was claimed";
+  auto fresh = jobs_->EnqueueJobs({[] {
+    JobSpec j = Job("k");
+    j.unique_key = "sql-key";
+    return j;
+  }()});
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_FALSE(fresh->front().existing) << "a job frozen by SQL kept its unique key";
+  // A second live job with a held key is refused by the database, as the unique index refused it before.
+  EXPECT_FALSE(
+      sql(insert, {"00000000-0000-7000-8000-00000000000c", past, std::optional<std::string>("sql-key")})
+          .ok());
+  // Deleted by SQL: its key is free again, and nothing is left to reconcile.
+  OCTOP_ASSERT_OK(sql("DELETE FROM octop_jobs WHERE id = $1", {fresh->front().id}));
+  OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
+  auto after_delete = jobs_->EnqueueJobs({[] {
+    JobSpec j = Job("k");
+    j.unique_key = "sql-key";
+    return j;
+  }()});
+  ASSERT_TRUE(after_delete.ok()) << after_delete.status().ToString();
+  EXPECT_FALSE(after_delete->front().existing) << "a job deleted by SQL kept its unique key";
+  auto again = jobs_->ReconcileJobSets();
+  OCTOP_ASSERT_OK(again);
+  EXPECT_EQ(*again, 0) << "octop's own writes left something to reconcile";
+}
+
+// ReconcileJobSets repairs only what SQL wrote: every octop operation keeps the working sets in step in the
+// statement that changes a job, so a reconcile running beside enqueues (keyed and not), claims, successes,
+// failures with retries, hand-backs, cancels and manual retries on three nodes finds nothing to write.
+TEST_P(JobsTest, ReconcileFindsNothingToWriteWhileOctopsOwnOperationsRun) {
+  constexpr int kThreads = 3;
+  constexpr int kRounds = 40;
+  auto nodes = Nodes(kThreads + 1);
+  for (const auto& n : nodes) ASSERT_NE(n, nullptr);
+  std::atomic<bool> done{false};
+  std::atomic<long> reconciled{0};
+  std::atomic<long> passes{0};
+  std::mutex mu;
+  std::vector<std::string> errors;
+  auto note = [&](const Status& s) {
+    if (s.ok()) return;
+    std::lock_guard lock(mu);
+    errors.push_back(s.ToString());
+  };
+  std::jthread reconciler([&] {
+    while (!done.load()) {
+      auto r = nodes[kThreads]->ReconcileJobSets();
+      note(r.status());
+      if (r.ok()) reconciled += *r;
+      ++passes;
+    }
+  });
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 0; t < kThreads; ++t) {
+      workers.emplace_back([&, t] {
+        JobStore& node = *nodes[static_cast<std::size_t>(t)];
+        for (int r = 0; r < kRounds; ++r) {
+          std::vector<JobSpec> batch = {Job("k"), Job("k"), Job("k")};
+          batch[0].unique_key = "key-" + std::to_string(t) + "-" + std::to_string(r % 5);
+          auto enqueued = node.EnqueueJobs(batch);
+          note(enqueued.status());
+          auto claimed = node.ClaimJobs({.limit = 4, .worker_id = "w" + std::to_string(t)});
+          note(claimed.status());
+          if (!claimed.ok()) continue;
+          std::vector<JobCompletion> ends;
+          for (std::size_t i = 0; i < claimed->size(); ++i) {
+            const JobInfo& job = (*claimed)[i];
+            const JobOutcome outcome =
+                std::array{JobOutcome::kSuccess, JobOutcome::kFail, JobOutcome::kRelease,
+                           JobOutcome::kCancel}[(i + static_cast<std::size_t>(r)) % 4];
+            ends.push_back(
+                {.id = job.id,
+                 .attempt_token = job.attempt_token.value_or(""),
+                 .outcome = outcome,
+                 .error = outcome == JobOutcome::kFail ? std::optional<std::string>("boom") : std::nullopt});
+          }
+          if (!ends.empty()) note(node.CompleteJobs(ends).status());
+          if (enqueued.ok() && r % 4 == 1) {
+            // A waiting job cancelled, then retried by hand.
+            const std::string id = enqueued->back().id;
+            auto cancelled = node.CancelJob({id});
+            if (cancelled.ok()) {
+              const Status retried = node.RetryJob({id});
+              if (retried.code() != StatusCode::kConflict) note(retried);
+            } else if (cancelled.status().code() != StatusCode::kConflict) {
+              note(cancelled.status());
+            }
+          }
+        }
+      });
+    }
+  }
+  done = true;
+  reconciler.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " errors, first: " << errors.front();
+  EXPECT_GT(passes.load(), 0);
+  EXPECT_EQ(reconciled.load(), 0) << "a reconcile found octop's own writes out of step";
+}
+
 TEST_P(JobsTest, TransactionCommitsCallerRowsAndJobsTogether) {
   std::string id;
   OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
@@ -1356,7 +1516,7 @@ TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
   auto names = admin().AppliedMigrations(MigrationLine::kJobs);
   OCTOP_ASSERT_OK(names);
   ASSERT_FALSE(names->empty());
-  EXPECT_EQ(names->back(), "octop_0006_job_cancels");
+  EXPECT_EQ(names->back(), "octop_0007_sql_writes");
   auto queues = admin().DescribeTable("octop_queues");
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 3u);

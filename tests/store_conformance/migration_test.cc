@@ -415,5 +415,39 @@ TEST_P(StoreMigrations, UpgradeToTheJobSetsKeepsEveryLiveJobWorking) {
   EXPECT_FALSE((*fresh)[0].existing);
 }
 
+// octop_0007_sql_writes: jobs that plain SQL wrote before it (on PostgreSQL: a pending job with no waiting
+// row, a live keyed job with no key row, so never claimed and its key not held) are repaired by the upgrade.
+TEST_P(StoreMigrations, UpgradeRegistersTheJobsPlainSqlWroteBeforeIt) {
+  static_assert(kJobMigrationNames[6] == "octop_0007_sql_writes");
+  OCTOP_ASSERT_OK(admin().MigrateTo(MigrationLine::kJobs, 6));
+  const auto at = [](WallTime t) { return sqlite::FormatTime(t); };
+  const std::string a = "00000000-0000-7000-8000-0000000000a1";
+  const std::string b = "00000000-0000-7000-8000-0000000000b2";
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
+    for (const auto& [id, key] : {std::pair<std::string, std::optional<std::string>>{a, std::nullopt},
+                                  std::pair<std::string, std::optional<std::string>>{b, "sql-k"}}) {
+      OCTOP_RETURN_IF_ERROR(
+          tx.Execute(
+                "INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
+                "max_retries, created_at, unique_key) VALUES ($1, 'default', 'k', '{}', 0, $2, 'pending', 0, "
+                "3, $2, $3)",
+                {id, at(t0() - minutes(1)), key})
+              .status());
+    }
+    return Status::Ok();
+  }));
+  OCTOP_ASSERT_OK(jobs_->Migrate());
+  auto again = jobs_->EnqueueJobs({{.kind = "k", .unique_key = "sql-k"}});
+  OCTOP_ASSERT_OK(again);
+  EXPECT_TRUE((*again)[0].existing);
+  EXPECT_EQ((*again)[0].id, b);
+  auto claimed = jobs_->ClaimJobs({.limit = 10, .worker_id = "after-upgrade"});
+  OCTOP_ASSERT_OK(claimed);
+  std::vector<std::string> ids;
+  for (const JobInfo& job : *claimed) ids.push_back(job.id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{a, b}));
+}
+
 }  // namespace
 }  // namespace octop::store::testing

@@ -37,7 +37,12 @@ inserted AS (
                                created_at, unique_key)
   SELECT id, queue, kind, payload::jsonb, priority, COALESCE(at, $1::timestamptz, now()),
          'pending', 0, max_retries, COALESCE($1::timestamptz, now()), unique_key
-  FROM input WHERE unique_key IS NULL OR id IN (SELECT job_id FROM keyed) ORDER BY ord
+  FROM input
+  WHERE (unique_key IS NULL OR id IN (SELECT job_id FROM keyed))
+    -- Evaluated once, before the first row: this statement writes the waiting rows and keys itself, so the
+    -- octop_jobs_inserted trigger is off for the rest of the transaction (migrations.sql, octop_0007).
+    AND (SELECT set_config('octop.enqueueing', 'on', true)) = 'on'
+  ORDER BY ord
   RETURNING id, queue, kind, priority, scheduled_at),
 waiting AS (
   INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
@@ -453,6 +458,53 @@ WHERE id IN (
   WHERE status = ANY ($2::text[])
     AND coalesce(completed_at, created_at) < COALESCE($1::timestamptz, now()) - $3::interval
   LIMIT $4);
+
+-- name: ReconcileJobSets
+-- Brings octop_waiting_jobs and octop_job_keys in step with what plain SQL UPDATEd or DELETEd in octop_jobs
+-- (docs/jobs.md "Jobs written by SQL"; an INSERT is caught at once by the octop_jobs_inserted trigger): a job set
+-- back to pending or failed gets its waiting row, a waiting row follows its job's schedule, priority, queue and
+-- kind, and goes when the job is no longer waiting or no longer exists; a live keyed job holds its key, and a key
+-- goes when its job has ended, gone or changed key. One statement, one snapshot: octop's own writes keep both
+-- sets in step in the statement that changes a job, so what it finds out of step was written by SQL. The live
+-- jobs are found by one read of every job (no index on status: docs/store.md §8.5); the rest go by primary keys.
+-- A key held by another live job stays with that job. Returns how many rows it wrote.
+WITH live AS MATERIALIZED (
+  SELECT id, queue, kind, priority, scheduled_at, status, unique_key, created_at FROM {ns}.octop_jobs
+  WHERE status IN ('pending', 'running', 'failed')),
+stale AS (
+  DELETE FROM {ns}.octop_waiting_jobs w
+  WHERE NOT EXISTS (SELECT 1 FROM {ns}.octop_jobs j WHERE j.id = w.id AND j.status IN ('pending', 'failed'))
+  RETURNING w.id),
+moved AS (
+  UPDATE {ns}.octop_waiting_jobs w
+  SET queue = j.queue, kind = j.kind, priority = j.priority, scheduled_at = j.scheduled_at
+  FROM {ns}.octop_jobs j
+  WHERE j.id = w.id AND j.status IN ('pending', 'failed')
+    AND (w.queue, w.kind, w.priority, w.scheduled_at) IS DISTINCT FROM (j.queue, j.kind, j.priority, j.scheduled_at)
+  RETURNING w.id),
+added AS (
+  INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+  SELECT j.id, j.queue, j.kind, j.priority, j.scheduled_at FROM live j
+  WHERE j.status IN ('pending', 'failed')
+    AND NOT EXISTS (SELECT 1 FROM {ns}.octop_waiting_jobs w WHERE w.id = j.id)
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id),
+freed AS (
+  DELETE FROM {ns}.octop_job_keys k
+  WHERE NOT EXISTS (SELECT 1 FROM {ns}.octop_jobs j
+                    WHERE j.id = k.job_id AND j.unique_key = k.unique_key
+                      AND j.status IN ('pending', 'running', 'failed'))
+  RETURNING k.unique_key),
+held AS (
+  INSERT INTO {ns}.octop_job_keys (unique_key, job_id)
+  SELECT DISTINCT ON (j.unique_key) j.unique_key, j.id FROM live j
+  WHERE j.unique_key IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM {ns}.octop_job_keys k WHERE k.unique_key = j.unique_key)
+  ORDER BY j.unique_key, j.created_at
+  ON CONFLICT (unique_key) DO NOTHING
+  RETURNING unique_key)
+SELECT (SELECT count(*) FROM stale) + (SELECT count(*) FROM moved) + (SELECT count(*) FROM added)
+       + (SELECT count(*) FROM freed) + (SELECT count(*) FROM held);
 
 -- name: GetConfig
 SELECT value::text FROM {ns}.octop_config WHERE key = $1;

@@ -272,3 +272,42 @@ CREATE TABLE {ns}.octop_job_cancels (
   attempt_token text NOT NULL,
   requested_at timestamptz NOT NULL
 );
+
+-- name: Migration10SqlWrites
+-- octop_0007_sql_writes: status is the one source of a job's state (seed 003's model; docs/jobs.md "Jobs written
+-- by SQL"), so a job INSERTed by plain SQL must be registered -- also where the claimable set and the live keys
+-- are tables of their own (octop_0004). A row trigger adds the waiting row and the key of such a job and wakes
+-- its queue as EnqueueJobs does (on commit). octop's own EnqueueJobs writes both in its statement and turns the
+-- trigger off for it (octop.enqueueing, a transaction-local setting): its WHEN is false there, so no function
+-- runs (measured: no difference in enqueue time; docs/performance.md). A key held by another live job makes the
+-- INSERT fail with a unique violation, as the unique index of octop_0003 did. UPDATEs and DELETEs by SQL are not
+-- caught by triggers: a row trigger on UPDATE would cost every claim and completion (PostgreSQL fetches the old
+-- row version for an AFTER ROW trigger before testing its WHEN; measured, about 2.3 us per claimed job), so the
+-- job queue's maintenance reconciles them (ReconcileJobSets in jobs.sql). Then the live jobs that such writes
+-- left without their rows are repaired.
+CREATE FUNCTION {ns}.octop_jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.status IN ('pending', 'failed')
+     AND NOT EXISTS (SELECT 1 FROM {ns}.octop_waiting_jobs w WHERE w.id = NEW.id) THEN
+    INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+    VALUES (NEW.id, NEW.queue, NEW.kind, NEW.priority, NEW.scheduled_at);
+    PERFORM pg_notify('octop_jobs', TG_TABLE_SCHEMA || '/' || NEW.queue);
+  END IF;
+  IF NEW.unique_key IS NOT NULL AND NEW.status IN ('pending', 'running', 'failed')
+     AND NOT EXISTS (SELECT 1 FROM {ns}.octop_job_keys k
+                     WHERE k.unique_key = NEW.unique_key AND k.job_id = NEW.id) THEN
+    INSERT INTO {ns}.octop_job_keys (unique_key, job_id) VALUES (NEW.unique_key, NEW.id);
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER octop_jobs_inserted AFTER INSERT ON {ns}.octop_jobs FOR EACH ROW
+  WHEN (current_setting('octop.enqueueing', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION {ns}.octop_jobs_inserted();
+INSERT INTO {ns}.octop_waiting_jobs (id, queue, kind, priority, scheduled_at)
+SELECT j.id, j.queue, j.kind, j.priority, j.scheduled_at FROM {ns}.octop_jobs j
+WHERE j.status IN ('pending', 'failed') AND NOT EXISTS (SELECT 1 FROM {ns}.octop_waiting_jobs w WHERE w.id = j.id);
+INSERT INTO {ns}.octop_job_keys (unique_key, job_id)
+SELECT DISTINCT ON (j.unique_key) j.unique_key, j.id FROM {ns}.octop_jobs j
+WHERE j.unique_key IS NOT NULL AND j.status IN ('pending', 'running', 'failed')
+  AND NOT EXISTS (SELECT 1 FROM {ns}.octop_job_keys k WHERE k.unique_key = j.unique_key)
+ORDER BY j.unique_key, j.created_at;

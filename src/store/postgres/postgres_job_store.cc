@@ -132,6 +132,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         set_queue_paused_(Make("SetQueuePaused", sql::kSetQueuePaused)),
         list_queues_(Make("ListQueues", sql::kListQueues)),
         delete_finished_(Make("DeleteFinishedJobs", sql::kDeleteFinishedJobs)),
+        reconcile_job_sets_(Make("ReconcileJobSets", sql::kReconcileJobSets)),
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
         notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
@@ -413,6 +414,11 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     return r.AffectedRows();
   }
 
+  Result<long> ReconcileJobSets() override {
+    OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(reconcile_job_sets_, {}));
+    return r.rows() == 1 ? std::stol(r.Text(0, 0)) : 0;
+  }
+
   Result<std::optional<std::string>> GetConfig(std::string_view key) override {
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(get_config_, {std::string(key)}));
     if (r.rows() == 0) return std::optional<std::string>();
@@ -585,7 +591,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       rescue_jobs_, renew_job_leases_, retry_job_, unwait_job_, lock_job_to_cancel_, freeze_cancelled_job_,
       request_job_stop_, lock_job_rows_, lock_expired_leases_, cancel_requests_, get_job_, list_jobs_,
       list_failed_jobs_, job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_,
-      delete_finished_, get_config_, set_config_, notify_job_queues_;
+      delete_finished_, reconcile_job_sets_, get_config_, set_config_, notify_job_queues_;
   // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
   const Statement claim_settings_, index_plan_settings_;
   EnqueueGroups enqueue_groups_;

@@ -182,3 +182,9 @@ CREATE TABLE octop_job_cancels (
   attempt_token TEXT NOT NULL,
   requested_at TEXT NOT NULL
 );
+
+-- name: Migration10SqlWrites
+-- octop_0007_sql_writes keeps PostgreSQL's working sets (octop_waiting_jobs, octop_job_keys) in step with jobs
+-- written by plain SQL. SQLite has no such sets: its claims read octop_jobs by status and its unique index is on
+-- octop_jobs, so a job INSERTed or UPDATEd by SQL is already what its status says (docs/jobs.md "Jobs written by
+-- SQL"). Recorded so the two backends' lines stay the same.
