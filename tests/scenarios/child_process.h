@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <string>
@@ -126,6 +127,17 @@ class Child {
   bool exited_ = false;
   std::string output_;
 };
+
+// Starts `octopd --config config` (`env` as Child takes it) into *daemon and waits for its "ready on port N"
+// line: the port, or nullopt when it did not get there (daemon's output says why).
+inline std::optional<int> StartOctopd(const std::string& octopd, const std::string& config,
+                                      std::unique_ptr<Child>& daemon,
+                                      const std::vector<std::string>& env = {}) {
+  daemon = std::make_unique<Child>(std::vector<std::string>{octopd, "--config", config}, "", env);
+  const std::optional<std::string> port = daemon->WaitForOutput("ready on port ([0-9]+)");
+  if (!port) return std::nullopt;
+  return std::stoi(*port);
+}
 
 // The non-empty lines of `file` (what a test's commands appended to it); none when it does not exist yet.
 inline std::vector<std::string> NonEmptyLines(const std::string& file) {

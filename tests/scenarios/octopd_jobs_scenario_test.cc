@@ -62,11 +62,10 @@ class OctopdJobsScenario : public ::testing::Test {
            "    - kind: later\n"
            "      command: [sh, -c, 'test \"$OCTOP_JOB_ATTEMPT\" = 1 && exit 75; touch "
         << d << "/later.done']\n";
-    daemon_ = std::make_unique<Child>(
-        std::vector<std::string>{OCTOPD_PATH, "--config", (dir_ / "octop.yaml").string()});
-    auto port = daemon_->WaitForOutput("ready on port ([0-9]+)");
+    const std::optional<int> port =
+        octop::scenario::StartOctopd(OCTOPD_PATH, (dir_ / "octop.yaml").string(), daemon_);
     ASSERT_TRUE(port.has_value()) << daemon_->output();
-    port_ = std::stoi(*port);
+    port_ = *port;
   }
   void TearDown() override {
     daemon_.reset();

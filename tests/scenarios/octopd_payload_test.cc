@@ -58,11 +58,10 @@ class OctopdPayload : public ::testing::TestWithParam<std::string> {
            "      command: [sh, -c, 'cat > "
         << dir_.string() << "/in.$OCTOP_JOB_ID.tmp && mv " << dir_.string() << "/in.$OCTOP_JOB_ID.tmp "
         << dir_.string() << "/in.$OCTOP_JOB_ID']\n";
-    daemon_ = std::make_unique<Child>(
-        std::vector<std::string>{OCTOPD_PATH, "--config", (dir_ / "octop.yaml").string()});
-    auto port = daemon_->WaitForOutput("ready on port ([0-9]+)");
+    const std::optional<int> port =
+        octop::scenario::StartOctopd(OCTOPD_PATH, (dir_ / "octop.yaml").string(), daemon_);
     ASSERT_TRUE(port.has_value()) << daemon_->output();
-    port_ = std::stoi(*port);
+    port_ = *port;
   }
   void TearDown() override {
     daemon_.reset();

@@ -1273,17 +1273,19 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
     return jobs_->WithTransaction(
         [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
   };
+  // An enqueue through the store of a job with the key the SQL-written jobs use.
+  auto enqueue_keyed = [&] {
+    JobSpec j = Job("k");
+    j.unique_key = "sql-key";
+    return jobs_->EnqueueJobs({j});
+  };
   const std::string insert =
       "INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
       "max_retries, "
       "created_at, unique_key) VALUES ($1, 'default', 'by-sql', '{\"n\":1}', 0, $2, 'pending', 0, 0, $2, $3)";
   // Registered by an INSERT: claimed like any other job, and its unique key is held.
   OCTOP_ASSERT_OK(sql(insert, {a, past, std::optional<std::string>("sql-key")}));
-  auto keyed = jobs_->EnqueueJobs({[] {
-    JobSpec j = Job("k");
-    j.unique_key = "sql-key";
-    return j;
-  }()});
+  auto keyed = enqueue_keyed();
   ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
   EXPECT_TRUE(keyed->front().existing) << "the key of a job inserted by SQL was not held";
   EXPECT_EQ(keyed->front().id, a);
@@ -1317,11 +1319,7 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'frozen' WHERE id = $1", {b}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
   EXPECT_TRUE(Claim().empty()) << "a job frozen by SQL was claimed";
-  auto fresh = jobs_->EnqueueJobs({[] {
-    JobSpec j = Job("k");
-    j.unique_key = "sql-key";
-    return j;
-  }()});
+  auto fresh = enqueue_keyed();
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   EXPECT_FALSE(fresh->front().existing) << "a job frozen by SQL kept its unique key";
   // A second live job with a held key is refused by the database, as the unique index refused it before.
@@ -1331,11 +1329,7 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   // Deleted by SQL: its key is free again, and nothing is left to reconcile.
   OCTOP_ASSERT_OK(sql("DELETE FROM octop_jobs WHERE id = $1", {fresh->front().id}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
-  auto after_delete = jobs_->EnqueueJobs({[] {
-    JobSpec j = Job("k");
-    j.unique_key = "sql-key";
-    return j;
-  }()});
+  auto after_delete = enqueue_keyed();
   ASSERT_TRUE(after_delete.ok()) << after_delete.status().ToString();
   EXPECT_FALSE(after_delete->front().existing) << "a job deleted by SQL kept its unique key";
   auto again = jobs_->ReconcileJobSets();
