@@ -480,7 +480,7 @@ TEST_P(JobQueueTest, ACancelRequestWhoseNotificationWasMissedIsReadAtTheNextResc
   EXPECT_EQ(q.GetJob(id)->last_error, "Job was cancelled");
 }
 
-// The seed's model at the SQL level through a running node (docs/jobs.md "Jobs written by SQL"): a job
+// Jobs written by SQL through a running node (docs/jobs.md "Jobs written by SQL"): a job
 // INSERTed by plain SQL runs, and a frozen job that a DBA's UPDATE sets back to pending runs again at the
 // node's next reconcile pass.
 TEST_P(JobQueueTest, JobsInsertedOrRetriedByPlainSqlRun) {

@@ -1257,7 +1257,7 @@ const char* CreateOrders(std::string_view backend) {
   return "CREATE TABLE IF NOT EXISTS test_orders (id integer PRIMARY KEY, note text)";
 }
 
-// The seed's model at the SQL level: `status` is the one source of a job's state, so a job INSERTed by plain
+// Jobs written by SQL: `status` is the one source of a job's state, so a job INSERTed by plain
 // SQL is registered (at once), and a DBA's UPDATE of its status retries or stops it and an UPDATE of
 // scheduled_at moves it (once the store has reconciled them: the job queue does every reconcile_interval). On
 // PostgreSQL the claimable set and the live keys are tables of their own (docs/store.md §8.5): a trigger

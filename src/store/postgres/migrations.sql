@@ -274,7 +274,7 @@ CREATE TABLE {ns}.octop_job_cancels (
 );
 
 -- name: Migration10SqlWrites
--- octop_0007_sql_writes: status is the one source of a job's state (seed 003's model; docs/jobs.md "Jobs written
+-- octop_0007_sql_writes: status is the one source of a job's state (docs/jobs.md "Jobs written
 -- by SQL"), so a job INSERTed by plain SQL must be registered -- also where the claimable set and the live keys
 -- are tables of their own (octop_0004). A row trigger adds the waiting row and the key of such a job and wakes
 -- its queue as EnqueueJobs does (on commit). octop's own EnqueueJobs writes both in its statement and turns the
