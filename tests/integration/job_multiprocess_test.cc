@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <ostream>
 #include <random>
 #include <sstream>
 
@@ -25,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "job_test_env.h"  // BackendName
 #include "runtime_test_support.h"
 #include "store/job_store.h"
 #include "store_test_env.h"
@@ -37,32 +37,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using runtime_testing::Eventually;
-
-struct ProcessBackend {
-  std::string name;
-  std::string url;         // empty: required but unavailable
-  std::string listen_url;  // through PgBouncer in transaction mode: the direct URL the listener uses
-};
-
-// For gtest's test names and messages: the backend's name, not the struct's bytes.
-void PrintTo(const ProcessBackend& backend, std::ostream* os) { *os << backend.name; }
-
-// SQLite; PostgreSQL when OCTOP_TEST_PG_URL is set, and through PgBouncer in transaction mode too when
-// OCTOP_TEST_PGBOUNCER_URL is (both required with OCTOP_REQUIRE_PG=1, as the store suites require them).
-std::vector<ProcessBackend> ProcessBackends() {
-  std::vector<ProcessBackend> out{{"sqlite", "", ""}};
-  const char* url = std::getenv("OCTOP_TEST_PG_URL");
-  const char* bouncer = std::getenv("OCTOP_TEST_PGBOUNCER_URL");
-  const char* require = std::getenv("OCTOP_REQUIRE_PG");
-  const bool required = require != nullptr && std::string(require) == "1";
-  const bool have_pg = url != nullptr && *url != '\0';
-  if (have_pg || required) out.push_back({"postgres", have_pg ? url : "", ""});
-  if ((have_pg && bouncer != nullptr && *bouncer != '\0') || required) {
-    const bool have_bouncer = have_pg && bouncer != nullptr && *bouncer != '\0';
-    out.push_back({"pgbouncer", have_bouncer ? bouncer : "", have_bouncer ? url : ""});
-  }
-  return out;
-}
 
 std::int64_t MonotonicNs() {
   timespec ts{};
@@ -139,23 +113,24 @@ std::vector<RunRecord> ReadRuns(const std::vector<fs::path>& logs) {
   return out;
 }
 
-class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
+// The backends of the store suites (store_test_env.h): SQLite (a file of this test's own, which both worker
+// processes open), PostgreSQL, and PostgreSQL through PgBouncer in transaction mode with its pooling
+// settings.
+class JobMultiProcessTest : public ::testing::TestWithParam<store::testing::Backend> {
  protected:
   void SetUp() override {
-    if (GetParam().name != "sqlite" && GetParam().url.empty()) {
+    if (GetParam().is_postgres() && GetParam().url.empty()) {
       FAIL() << "OCTOP_REQUIRE_PG=1 but OCTOP_TEST_PG_URL (or, for pgbouncer, OCTOP_TEST_PGBOUNCER_URL) is "
                 "not set";
     }
     std::random_device rd;
     dir_ = fs::temp_directory_path() / ("octop-jobs-mp-" + std::to_string(rd()));
     fs::create_directories(dir_);
-    url_ = GetParam().name == "sqlite" ? "sqlite:" + (dir_ / "db").string() : GetParam().url;
+    url_ = GetParam().is_postgres() ? GetParam().url : "sqlite:" + (dir_ / "db").string();
     ns_ = store::testing::FreshNamespace();
     store::StoreOptions o;
     o.ns = ns_;
-    if (!GetParam().listen_url.empty()) {
-      o.pooling = {.prepared_statements = false, .listen_url = GetParam().listen_url};
-    }
+    o.pooling = GetParam().pooling;
     auto opened = store::OpenJobStore(url_, o);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     store_ = std::move(opened).value();
@@ -179,11 +154,9 @@ class JobMultiProcessTest : public ::testing::TestWithParam<ProcessBackend> {
                                   "--log",
                                   (dir_ / (name + ".log")).string(),
                                   "--ready",
-                                  (dir_ / (name + ".ready")).string()};
-    if (!GetParam().listen_url.empty()) {
-      argv.push_back("--listen-db");
-      argv.push_back(GetParam().listen_url);
-    }
+                                  (dir_ / (name + ".ready")).string(),
+                                  "--listen-db",
+                                  GetParam().pooling.listen_url};  // empty: the store's own connections
     argv.insert(argv.end(), extra.begin(), extra.end());
     logs_.push_back(dir_ / (name + ".log"));
     workers_.push_back(std::make_unique<WorkerProcess>(argv));
@@ -330,12 +303,8 @@ TEST_P(JobMultiProcessTest, RescueAfterSigkill) {
   EXPECT_EQ(survivor.Wait(30s), 0);
 }
 
-std::string ProcessBackendName(const ::testing::TestParamInfo<ProcessBackend>& param_info) {
-  return param_info.param.name;
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, JobMultiProcessTest, ::testing::ValuesIn(ProcessBackends()),
-                         ProcessBackendName);
+INSTANTIATE_TEST_SUITE_P(Backends, JobMultiProcessTest, ::testing::ValuesIn(store::testing::AllBackends()),
+                         BackendName);
 
 }  // namespace
 }  // namespace octop::job_testing
