@@ -260,9 +260,8 @@ int JobsEnqueue(const Globals& g, const JobArgs& a) {
   if (a.unique_key) body["uniqueKey"] = *a.unique_key;
   if (a.max_retries) body["maxRetries"] = *a.max_retries;
   // The payload goes as written, not as nlohmann would print it again (core/json_text.h).
-  std::string request = body.dump();
-  request.pop_back();
-  request += ",\"payload\":" + octop::text::CompactJson(text) + "}";
+  const std::string request =
+      octop::text::JoinJsonObjects({body.dump(), "{\"payload\":" + octop::text::CompactJson(text) + "}"});
   HttpAnswer r = Call(g, "POST", "/api/octop/v1/jobs", request);
   if (r.status != 200 && r.status != 201) return Refused(r);
   const Json& answer = BodyObject(r);

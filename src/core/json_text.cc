@@ -100,6 +100,16 @@ std::optional<std::string_view> JsonMemberText(std::string_view t, std::string_v
   return found;
 }
 
+std::string JoinJsonObjects(std::initializer_list<std::string_view> objects) {
+  std::string out = "{";
+  for (std::string_view object : objects) {
+    if (object.size() <= 2) continue;  // {}
+    if (out.size() > 1) out += ',';
+    out.append(object.substr(1, object.size() - 2));
+  }
+  return out + "}";
+}
+
 bool JsonHasNulEscape(std::string_view valid) {
   bool in_string = false;
   for (std::size_t i = 0; i < valid.size(); ++i) {

@@ -9,6 +9,7 @@
 #ifndef OCTOP_CORE_JSON_TEXT_H_
 #define OCTOP_CORE_JSON_TEXT_H_
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,12 @@ std::string CompactJson(std::string_view valid);
 // key is repeated, as nlohmann::json and JSON.parse keep the last). Keys are compared after unescaping.
 // nullopt when the text is not an object or has no such member.
 std::optional<std::string_view> JsonMemberText(std::string_view valid_object, std::string_view key);
+
+// One JSON object of the members of `objects`, in order: each a compact object text as nlohmann::json dumps
+// it
+// (`{...}`, no whitespace around it). How a value kept as text joins the members around it:
+// JoinJsonObjects({Dump(head), "{\"payload\":" + stored + "}", Dump(tail)}).
+std::string JoinJsonObjects(std::initializer_list<std::string_view> objects);
 
 // Whether a string in `valid` (a key or a value) holds the escape \u0000: PostgreSQL's jsonb cannot store
 // U+0000, so octop refuses such a payload on both backends (docs/jobs.md, "Payloads").

@@ -214,13 +214,7 @@ std::string JobJsonText(const JobInfo& job) {
   tail["expiresAt"] = job.expires_at ? Json(FormatUtcIso(*job.expires_at)) : Json();
   tail["lastError"] = job.last_error ? Json(*job.last_error) : Json();
   tail["uniqueKey"] = job.unique_key ? Json(*job.unique_key) : Json();
-  std::string out = Dump(head);
-  out.pop_back();  // the head's '}'
-  out += ",\"payload\":";
-  out += payload;
-  out += ',';
-  out.append(Dump(tail), 1);  // without the tail's '{'
-  return out;
+  return text::JoinJsonObjects({Dump(head), "{\"payload\":" + payload + "}", Dump(tail)});
 }
 
 Result<JobSpec> JobSpecFromJson(std::string_view text) {
@@ -310,11 +304,10 @@ Result<ApiResponse> SummaryResponse(JobQueue& q, MonitoringCache& kept) {
     counts.push_back(std::move(line));
   }
   kept.NoteJobCount(jobs);
-  std::string out = Dump(Json{{"counts", std::move(counts)}});
-  out.pop_back();
-  out += ",\"latestFailed\":" + JobListText(summary.latest_failed) + ',';
-  out.append(Dump(Json{{"pausedQueues", summary.paused_queues}}), 1);
-  return ApiResponse::Json(std::move(out));
+  return ApiResponse::Json(
+      text::JoinJsonObjects({Dump(Json{{"counts", std::move(counts)}}),
+                             "{\"latestFailed\":" + JobListText(summary.latest_failed) + "}",
+                             Dump(Json{{"pausedQueues", summary.paused_queues}})}));
 }
 
 Result<ApiResponse> StatsResponse(JobQueue& q, const JobStatsFilter& params) {

@@ -50,6 +50,14 @@ TEST(JsonText, DeepNestingIsCutWithoutRecursion) {
   EXPECT_EQ(CompactJson(deep).size(), deep.size());
 }
 
+TEST(JsonText, JoinedObjectsKeepTheirMembersInOrderAndEmptyOnesAddNothing) {
+  EXPECT_EQ(JoinJsonObjects({R"({"a":1})", R"({"p":12345678901234567890123})", R"({"b":"}","c":[]})"}),
+            R"({"a":1,"p":12345678901234567890123,"b":"}","c":[]})");
+  EXPECT_EQ(JoinJsonObjects({"{}", R"({"p":null})", "{}"}), R"({"p":null})");
+  EXPECT_EQ(JoinJsonObjects({"{}", "{}"}), "{}");
+  EXPECT_EQ(JoinJsonObjects({}), "{}");
+}
+
 TEST(JsonText, NulEscapeIsFoundInKeysAndValuesButNotWhereABackslashIsEscaped) {
   EXPECT_TRUE(JsonHasNulEscape(R"({"a":"x\u0000y"})"));
   EXPECT_TRUE(JsonHasNulEscape(R"({"\u0000":1})"));
