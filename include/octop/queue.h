@@ -151,11 +151,13 @@ struct JobQueueOptions {
   // Defaults: 7 days, every hour. A zero interval disables the cleanup.
   std::chrono::hours retention{24 * 7};
   std::chrono::milliseconds retention_interval{std::chrono::hours(1)};
-  // How often jobs that plain SQL UPDATEd or DELETEd are reconciled with the queue's working sets, so a DBA's
+  // Jobs that plain SQL UPDATEd or DELETEd are reconciled with the queue's working sets, so a DBA's
   // `UPDATE octop_jobs SET status = 'pending'` retries a job and an UPDATE of scheduled_at moves it
-  // (docs/jobs.md "Jobs written by SQL"; a job INSERTed by SQL is registered at once). On PostgreSQL each
-  // pass reads every job; SQLite needs none. Default 30 s; zero disables it.
-  std::chrono::milliseconds reconcile_interval{30000};
+  // (docs/jobs.md "Jobs written by SQL"; a job INSERTed by SQL is registered at once). On PostgreSQL such a
+  // statement notifies every node, which reconciles within moments; this is the period of the pass that also
+  // runs without one (a change no notification reached). Each pass reads every job; SQLite needs none.
+  // Default 5 min; zero disables the periodic pass (not the notified ones).
+  std::chrono::milliseconds reconcile_interval{std::chrono::minutes(5)};
   // How often the octop_config table (jobs.poll_interval_ms, jobs.default_timeout_ms) and the paused queues
   // are re-read. Default 5 s.
   std::chrono::milliseconds config_refresh_interval{5000};

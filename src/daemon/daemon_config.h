@@ -104,9 +104,9 @@ struct DaemonConfig {
   std::chrono::milliseconds job_wake_claim_interval{1};
   // jobs.rescueInterval: JobQueueOptions::rescue_interval, how often expired running jobs are put back.
   std::chrono::milliseconds job_rescue_interval{15000};
-  // jobs.reconcileInterval: JobQueueOptions::reconcile_interval, how often jobs written by SQL are
-  // reconciled.
-  std::chrono::milliseconds job_reconcile_interval{30000};
+  // jobs.reconcileInterval: JobQueueOptions::reconcile_interval, the period of the reconcile pass that runs
+  // without a notification of jobs written by SQL.
+  std::chrono::milliseconds job_reconcile_interval{std::chrono::minutes(5)};
   std::string log_level = "info";
 };
 

@@ -28,6 +28,7 @@ namespace {
 constexpr int kMaxRetentionRounds = 100;
 constexpr int kMaxConcurrency = 1024;
 constexpr int kLatestFailedShown = 10;
+constexpr std::chrono::seconds kReconcileSpacing{1};
 
 std::string DefaultWorkerId() {
   char host[256] = {};
@@ -71,6 +72,8 @@ class JobQueue::Impl {
   WakeSignal maintenance_wake;
   std::atomic<bool> config_dirty{false};
   std::atomic<bool> cancels_dirty{false};  // cancel notifications may have been missed: read the requests
+  // Plain SQL changed jobs, or such a notification may have been missed: reconcile the working sets.
+  std::atomic<bool> reconcile_dirty{false};
 
   std::mutex mu;
   std::map<std::string, std::unique_ptr<runtime::JobQueueWorker>, std::less<>> workers;  // guarded by mu
@@ -256,6 +259,7 @@ class JobQueue::Impl {
     SteadyTime rescue_at = now;                              // the first sweeps run at once
     SteadyTime retention_at = now;
     SteadyTime reconcile_at = now;
+    SteadyTime reconcile_not_before = now;
     while (!stop.stop_requested()) {
       now = clock.SteadyNow();
       if (std::optional<std::chrono::nanoseconds> step = MeasureDatabaseClock()) {
@@ -284,14 +288,22 @@ class JobQueue::Impl {
         Retention();
         retention_at = now + o.retention_interval;
       }
-      if (o.reconcile_interval.count() > 0 && now >= reconcile_at) {
+      const bool reconcile_due = o.reconcile_interval.count() > 0 && now >= reconcile_at;
+      if (reconcile_due || (now >= reconcile_not_before && reconcile_dirty.load())) {
+        reconcile_dirty.store(false);  // before the pass: a change notified during it asks for another
         Reconcile();
-        reconcile_at = now + o.reconcile_interval;
+        // A pass reads every job, so passes asked for by notifications are spaced by nine times the last
+        // one's duration (at most a tenth of the time) and at least kReconcileSpacing: a script of many
+        // statements costs a few passes, not one each (docs/jobs.md "Jobs written by SQL").
+        const SteadyTime ended = clock.SteadyNow();
+        reconcile_at = ended + o.reconcile_interval;
+        reconcile_not_before = ended + std::max<SteadyTime::duration>(kReconcileSpacing, 9 * (ended - now));
       }
       SteadyTime wake_at = config_at;
       if (o.rescue_interval.count() > 0) wake_at = std::min(wake_at, rescue_at);
       if (o.retention_interval.count() > 0) wake_at = std::min(wake_at, retention_at);
       if (o.reconcile_interval.count() > 0) wake_at = std::min(wake_at, reconcile_at);
+      if (reconcile_dirty.load()) wake_at = std::min(wake_at, reconcile_not_before);
       clock.WaitUntil(wake_at, stop, &maintenance_wake);
     }
   }
@@ -300,14 +312,15 @@ class JobQueue::Impl {
     runtime::ListenUntilStopped(
         context, *store,
         {std::string(store::kJobsChannel), std::string(store::kConfigChannel),
-         std::string(store::kJobCancelChannel)},
+         std::string(store::kJobCancelChannel), std::string(store::kJobsChangedChannel)},
         "job notifications",
         [&] {
-          // Something may have been enqueued, the config changed, or a running job's cancel been asked for,
-          // while not listening.
+          // Something may have been enqueued, the config changed, a running job's cancel been asked for, or
+          // plain SQL changed jobs, while not listening.
           WakeAll();
           config_dirty.store(true);
           cancels_dirty.store(true);
+          reconcile_dirty.store(true);
           maintenance_wake.Notify();
         },
         [&](const store::Notification& note) {
@@ -317,6 +330,9 @@ class JobQueue::Impl {
             StopRunning(note.payload);
           } else if (note.channel == store::kConfigChannel) {
             config_dirty.store(true);
+            maintenance_wake.Notify();
+          } else if (note.channel == store::kJobsChangedChannel) {
+            reconcile_dirty.store(true);
             maintenance_wake.Notify();
           }
         },

@@ -149,6 +149,7 @@ inline constexpr std::string_view kJobMigrationNames[] = {
     "octop_0005_lease_ids",  // PostgreSQL: a lease's job ids stored without a compression attempt
     "octop_0006_job_cancels",  // requests to stop a running job, read by the node that runs it
     "octop_0007_sql_writes",   // PostgreSQL: jobs written by plain SQL keep the working sets in step
+    "octop_0008_sql_changes",  // PostgreSQL: a plain SQL UPDATE or DELETE of jobs wakes the reconcile
 };
 inline constexpr int kLatestJobSchemaVersion = static_cast<int>(std::size(kJobMigrationNames));
 

@@ -54,6 +54,9 @@ inline constexpr std::string_view kJobsChannel = "octop_jobs";      // jobs to c
 inline constexpr std::string_view kConfigChannel = "octop_config";  // SetConfig, payload the key
 // CancelJob of a running job, payload the job's id.
 inline constexpr std::string_view kJobCancelChannel = "octop_job_cancels";
+// A statement of plain SQL (not octop's own) UPDATEd, DELETEd or TRUNCATEd jobs, payload empty: the working
+// sets need a JobStore::ReconcileJobSets (PostgreSQL only; docs/jobs.md "Jobs written by SQL").
+inline constexpr std::string_view kJobsChangedChannel = "octop_jobs_changed";
 
 struct Notification {
   std::string channel;

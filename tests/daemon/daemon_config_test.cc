@@ -230,7 +230,7 @@ TEST(ParseDaemonConfig, EmptyFileGivesDefaults) {
   EXPECT_EQ(c->database, "sqlite:octop-data");
   EXPECT_EQ(c->job_wake_claim_interval, std::chrono::milliseconds(1));
   EXPECT_EQ(c->job_rescue_interval, std::chrono::seconds(15));
-  EXPECT_EQ(c->job_reconcile_interval, std::chrono::seconds(30));
+  EXPECT_EQ(c->job_reconcile_interval, std::chrono::minutes(5));
   EXPECT_EQ(c->http.host, "127.0.0.1");
   EXPECT_EQ(c->http.port, 7007);
 }

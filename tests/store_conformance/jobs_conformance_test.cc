@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -1340,6 +1341,97 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
 // ReconcileJobSets repairs only what SQL wrote: every octop operation keeps the working sets in step in the
 // statement that changes a job, so a reconcile running beside enqueues (keyed and not), claims, successes,
 // failures with retries, hand-backs, cancels and manual retries on three nodes finds nothing to write.
+// The reconcile is asked for by a notification: a statement of plain SQL that UPDATEs or DELETEs jobs sends
+// one on commit; none of octop's own operations does (they keep the working sets in step themselves). The
+// notifications of one listener arrive in commit order, so a job INSERTed by SQL last (its queue's wake-up)
+// marks the end of octop's operations: a change notification before it would be one of theirs.
+TEST_P(JobsTest, PlainSqlChangesOfJobsAreNotifiedAndOctopsOwnWritesAreNot) {
+  if (!GetParam().is_postgres())
+    GTEST_SKIP() << "SQLite's claims read octop_jobs: there is nothing to reconcile";
+  auto listener = jobs_->Listen({std::string(kJobsChannel), std::string(kJobsChangedChannel)});
+  OCTOP_ASSERT_OK(listener);
+  auto sql = [&](const std::string& statement, std::vector<std::optional<std::string>> params) {
+    return jobs_->WithTransaction(
+        [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
+  };
+  // Notifications up to the first `until` returns true for (deadline 10 s); false if it never came.
+  std::vector<Notification> seen;
+  auto wait_for = [&](const std::function<bool(const Notification&)>& until) {
+    const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto got = (*listener)->Wait(milliseconds(500), {});
+      EXPECT_TRUE(got.ok()) << got.status().ToString();
+      if (!got.ok()) return false;
+      for (const Notification& n : *got) {
+        seen.push_back(n);
+        if (until(n)) return true;
+      }
+    }
+    return false;
+  };
+  auto changes = [&] {
+    return std::count_if(seen.begin(), seen.end(),
+                         [](const Notification& n) { return n.channel == kJobsChangedChannel; });
+  };
+
+  // Every operation of octop that writes octop_jobs.
+  JobSpec keyed = Job("k");
+  keyed.unique_key = "key";
+  auto enqueued = jobs_->EnqueueJobs({Job("k"), Job("k"), Job("k"), Job("k"), Job("k"), keyed});
+  OCTOP_ASSERT_OK(enqueued);
+  auto claimed = Claim(3, "default", {}, seconds(10));
+  ASSERT_EQ(claimed.size(), 3u);
+  ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));                   // the plain-success statement
+  ASSERT_TRUE(Complete(claimed[1], JobOutcome::kFail, "boom", seconds(0)));  // the general one
+  ASSERT_TRUE(Complete(claimed[2], JobOutcome::kRelease));
+  auto renewing = Claim(1, "default", {}, seconds(10));
+  ASSERT_EQ(renewing.size(), 1u);
+  auto renewed = jobs_->RenewJobLeases({{*renewing[0].attempt_token}, seconds(10)});
+  OCTOP_ASSERT_OK(renewed);
+  clock_.Advance(seconds(11));
+  auto rescued = jobs_->RescueExpiredJobs({.backoff_base = seconds(0), .backoff_max = seconds(0)});
+  OCTOP_ASSERT_OK(rescued);
+  EXPECT_EQ(rescued->size(), 1u);
+  auto running = Claim(1);
+  ASSERT_EQ(running.size(), 1u);
+  auto stop = jobs_->CancelJob({running[0].id});
+  OCTOP_ASSERT_OK(stop);
+  EXPECT_EQ(*stop, CancelJobResult::kStopRequested);
+  auto cancelled = jobs_->CancelJob({(*enqueued)[5].id});
+  OCTOP_ASSERT_OK(cancelled);
+  EXPECT_EQ(*cancelled, CancelJobResult::kCancelled);
+  OCTOP_ASSERT_OK(jobs_->RetryJob({(*enqueued)[5].id}));
+  clock_.Advance(hours(24 * 30));
+  auto deleted = jobs_->DeleteFinishedJobs({.older_than = hours(1)});
+  OCTOP_ASSERT_OK(deleted);
+  EXPECT_EQ(*deleted, 1);
+  OCTOP_ASSERT_OK(
+      jobs_->WithTransaction([&](Transaction& tx) { return tx.EnqueueJobs({Job("k")}).status(); }));
+  // The mark: a job INSERTed by SQL into a queue of its own; its trigger wakes that queue.
+  const std::string insert =
+      "INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
+      "max_retries, "
+      "created_at) VALUES ($1, $2, 'by-sql', '{}', 0, now(), 'pending', 0, 0, now())";
+  OCTOP_ASSERT_OK(sql(insert, {"00000000-0000-7000-8000-0000000000c1", "mark"}));
+  ASSERT_TRUE(
+      wait_for([](const Notification& n) { return n.channel == kJobsChannel && n.payload == "mark"; }));
+  EXPECT_EQ(changes(), 0) << "one of octop's own operations notified a change by SQL";
+
+  // A DBA's retry by UPDATE, a DELETE, and an UPDATE in a transaction that enqueued through octop first (its
+  // setting turns off the INSERT trigger only): each is notified.
+  auto is_change = [](const Notification& n) { return n.channel == kJobsChangedChannel; };
+  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'pending' WHERE id = $1", {running[0].id}));
+  EXPECT_TRUE(wait_for(is_change)) << "a plain SQL UPDATE was not notified";
+  OCTOP_ASSERT_OK(sql("DELETE FROM octop_jobs WHERE id = $1", {(*enqueued)[4].id}));
+  EXPECT_TRUE(wait_for(is_change)) << "a plain SQL DELETE was not notified";
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("k")}).status());
+    return tx.Execute("UPDATE octop_jobs SET priority = 5 WHERE id = $1", {running[0].id}).status();
+  }));
+  EXPECT_TRUE(wait_for(is_change)) << "an UPDATE after EnqueueTx in its transaction was not notified";
+  EXPECT_EQ(changes(), 3);
+}
+
 TEST_P(JobsTest, ReconcileFindsNothingToWriteWhileOctopsOwnOperationsRun) {
   constexpr int kThreads = 3;
   constexpr int kRounds = 40;
@@ -1510,7 +1602,7 @@ TEST_P(JobsTest, MigrationRecordsTheJobQueueStep) {
   auto names = admin().AppliedMigrations(MigrationLine::kJobs);
   OCTOP_ASSERT_OK(names);
   ASSERT_FALSE(names->empty());
-  EXPECT_EQ(names->back(), "octop_0007_sql_writes");
+  EXPECT_EQ(names->back(), std::end(kJobMigrationNames)[-1]);
   auto queues = admin().DescribeTable("octop_queues");
   OCTOP_ASSERT_OK(queues);
   ASSERT_EQ(queues->size(), 3u);

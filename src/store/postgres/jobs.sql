@@ -113,7 +113,7 @@ FROM claimed;
 -- expires and the rescuer, and the attempt's completion, which commits synchronously, flushes the claim's WAL
 -- before its own.
 SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true),
-       set_config('enable_bitmapscan', 'off', true);
+       set_config('enable_bitmapscan', 'off', true), set_config('octop.writing', 'on', true);
 
 -- name: IndexPlanSettings
 -- Run before CompleteJobs, RescueExpiredJobs and RenewJobLeases in their transaction (and ClaimSettings before
@@ -123,7 +123,16 @@ SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan
 -- is estimated at a handful of due rows: measured, claims that read every job or every waiting row with a
 -- sequential or bitmap scan, 3-9 ms for a claim of 11 jobs and 26-56 ms for one of 500 where the index takes
 -- under 1 and ~6 (docs/performance.md). These settings make every other plan cost more than any index plan.
-SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
+-- octop.writing: as OwnWriteSettings.
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+       set_config('octop.writing', 'on', true);
+
+-- name: OwnWriteSettings
+-- Run before octop's other statements that UPDATE or DELETE octop_jobs (RetryJob, CancelJob's, DeleteFinishedJobs),
+-- in their transaction, as ClaimSettings and IndexPlanSettings are before theirs: octop keeps the working sets in
+-- step in the statement that changes a job, so it turns off the octop_jobs_changed trigger, which asks every node
+-- to reconcile after a change by plain SQL (migrations.sql, octop_0008).
+SELECT set_config('octop.writing', 'on', true);
 
 -- name: LockJobRows
 -- $1 ids. Run before CompleteJobs (a batch that is not all successes), in its transaction and round trip:

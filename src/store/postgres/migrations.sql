@@ -311,3 +311,20 @@ SELECT DISTINCT ON (j.unique_key) j.unique_key, j.id FROM {ns}.octop_jobs j
 WHERE j.unique_key IS NOT NULL AND j.status IN ('pending', 'running', 'failed')
   AND NOT EXISTS (SELECT 1 FROM {ns}.octop_job_keys k WHERE k.unique_key = j.unique_key)
 ORDER BY j.unique_key, j.created_at;
+
+-- name: Migration11SqlChanges
+-- octop_0008_sql_changes: a plain SQL UPDATE, DELETE or TRUNCATE of octop_jobs wakes the job queue's
+-- maintenance, which reconciles the working sets at once (docs/jobs.md "Jobs written by SQL"), instead of on its
+-- next periodic pass: a DBA's retry by UPDATE runs within moments, and no node has to read every job on a short
+-- period to catch one. A statement trigger, so its cost is one test of its WHEN per statement, not per row
+-- (a row trigger on UPDATE costs every claimed job, octop_0007). octop's own statements turn it off for their
+-- transaction (octop.writing, a transaction-local setting: jobs.sql ClaimSettings, IndexPlanSettings,
+-- OwnWriteSettings); any other statement notifies, on commit, even one that changed no row.
+CREATE FUNCTION {ns}.octop_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('octop_jobs_changed', TG_TABLE_SCHEMA || '/');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER octop_jobs_changed AFTER UPDATE OR DELETE OR TRUNCATE ON {ns}.octop_jobs FOR EACH STATEMENT
+  WHEN (current_setting('octop.writing', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION {ns}.octop_jobs_changed();

@@ -21,9 +21,10 @@ namespace {
 
 constexpr std::array kTaskScripts = {sql::kMigration1Init, sql::kMigration2NullableNextRun,
                                      sql::kMigration3LastRun};
-constexpr std::array kJobScripts = {
-    sql::kMigration4Jobs,     sql::kMigration5Config,     sql::kMigration6JobQueue,  sql::kMigration7JobSets,
-    sql::kMigration8LeaseIds, sql::kMigration9JobCancels, sql::kMigration10SqlWrites};
+constexpr std::array kJobScripts = {sql::kMigration4Jobs,       sql::kMigration5Config,
+                                    sql::kMigration6JobQueue,   sql::kMigration7JobSets,
+                                    sql::kMigration8LeaseIds,   sql::kMigration9JobCancels,
+                                    sql::kMigration10SqlWrites, sql::kMigration11SqlChanges};
 // Every migration a store header names needs its PostgreSQL script here, in the same position.
 static_assert(kTaskScripts.size() == std::size(kTaskMigrationNames));
 static_assert(kJobScripts.size() == std::size(kJobMigrationNames));

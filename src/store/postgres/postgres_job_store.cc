@@ -138,6 +138,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
         claim_settings_(Make("ClaimSettings", sql::kClaimSettings)),
         index_plan_settings_(Make("IndexPlanSettings", sql::kIndexPlanSettings)),
+        own_write_settings_(Make("OwnWriteSettings", sql::kOwnWriteSettings)),
         enqueue_groups_([this](const std::vector<JobSpec>& jobs) { return EnqueueBatch(jobs); }),
         wakeups_([this](const std::vector<std::string>& queues) { SendWakeups(queues); }) {}
 
@@ -271,7 +272,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   }
 
   Status RetryJob(const RetryJobParams& params) override {
-    Result<PgResult> result = Run(retry_job_, {NowParam(), params.id, PgNotifyPrefix(ns().schema())});
+    Result<PgResult> result = ns().RunWithSettings(own_write_settings_, retry_job_,
+                                                   {NowParam(), params.id, PgNotifyPrefix(ns().schema())});
     if (!result.ok()) {
       if (IsUniqueViolation(result.status())) {
         return ConflictError("Job " + params.id +
@@ -409,8 +411,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     std::vector<std::string> statuses;
     for (JobStatus s : params.statuses) statuses.emplace_back(JobStatusName(s));
     OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, Run(delete_finished_, {NowParam(), TextArrayLiteral(statuses),
-                                           FormatInterval(params.older_than), std::to_string(params.limit)}));
+        PgResult r, ns().RunWithSettings(own_write_settings_, delete_finished_,
+                                         {NowParam(), TextArrayLiteral(statuses),
+                                          FormatInterval(params.older_than), std::to_string(params.limit)}));
     return r.AffectedRows();
   }
 
@@ -509,6 +512,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     auto exec = [&](const Statement& st, const PgParams& params) {
       return conn.ExecPrepared(st.name, st.text, params);
     };
+    OCTOP_RETURN_IF_ERROR(exec(own_write_settings_, {}).status());
     OCTOP_ASSIGN_OR_RETURN(PgResult unwaited, exec(unwait_job_, {id}));
     OCTOP_ASSIGN_OR_RETURN(PgResult job, exec(lock_job_to_cancel_, {id}));
     if (job.rows() == 0) return NoSuchJob(id);
@@ -592,8 +596,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       request_job_stop_, lock_job_rows_, lock_expired_leases_, cancel_requests_, get_job_, list_jobs_,
       list_failed_jobs_, job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_,
       delete_finished_, reconcile_job_sets_, get_config_, set_config_, notify_job_queues_;
-  // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings).
-  const Statement claim_settings_, index_plan_settings_;
+  // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings), and
+  // before octop's other writes of octop_jobs (OwnWriteSettings).
+  const Statement claim_settings_, index_plan_settings_, own_write_settings_;
   EnqueueGroups enqueue_groups_;
   // Last: destroyed first, so its pending wake-ups are sent while the pool is still there.
   WakeupSender wakeups_;

@@ -188,3 +188,8 @@ CREATE TABLE octop_job_cancels (
 -- written by plain SQL. SQLite has no such sets: its claims read octop_jobs by status and its unique index is on
 -- octop_jobs, so a job INSERTed or UPDATEd by SQL is already what its status says (docs/jobs.md "Jobs written by
 -- SQL"). Recorded so the two backends' lines stay the same.
+
+-- name: Migration11SqlChanges
+-- octop_0008_sql_changes wakes PostgreSQL's job queue maintenance when plain SQL changes octop_jobs, so that it
+-- reconciles its working sets at once. SQLite has no such sets (see octop_0007): recorded so the two backends'
+-- lines stay the same.
