@@ -71,7 +71,10 @@ SELECT unique_key, job_id::text FROM {ns}.octop_job_keys WHERE unique_key = ANY 
 -- waiting rows in claim order, skipping rows another claimer holds (SKIP LOCKED: claimers never wait for each other
 -- and never get the same job); `taken` deletes them (by ctid: the rows are locked, so it cannot have moved); the
 -- jobs are updated to running (HOT: no indexed column changes) and one lease row records the claim.
--- It runs after ClaimSettings, in the same transaction and round trip (postgres_job_store.cc).
+-- It runs after IndexPlanSettings, in the same transaction and round trip (postgres_job_store.cc), and commits
+-- as every write of octop does, waiting for its WAL flush (and, with synchronous replication, the standby): the
+-- job's handler starts only once its claim would survive a crash or a failover, so the job cannot be claimed and
+-- run a second time beside it (docs/jobs.md "Durability of claims").
 -- One token for all the rows of a claim (an InitPlan, evaluated once): a completion matches id and token, and every
 -- later claim of a job gets a new token, so fencing holds; the lease is keyed by it.
 WITH picked AS (
@@ -106,18 +109,9 @@ SELECT id::text, queue, kind, payload::text, priority, scheduled_at, status, att
        last_error, created_at, started_at, completed_at, expires_at, unique_key, worker_id
 FROM claimed;
 
--- name: ClaimSettings
--- Run before ClaimJobs in its transaction (is_local: they end with it), as IndexPlanSettings are, and:
--- synchronous_commit off: the claim commits without waiting for its WAL flush. docs/jobs.md "Durability of
--- claims" argues why that is safe: a claim lost in a crash leaves the job waiting, or running until its lease
--- expires and the rescuer, and the attempt's completion, which commits synchronously, flushes the claim's WAL
--- before its own.
-SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true),
-       set_config('enable_bitmapscan', 'off', true), set_config('octop.writing', 'on', true);
-
 -- name: IndexPlanSettings
--- Run before CompleteJobs, RescueExpiredJobs and RenewJobLeases in their transaction (and ClaimSettings before
--- ClaimJobs): each of them finds its rows through an index, and must, whatever the statistics say. A prepared
+-- Run before ClaimJobs, CompleteJobs, RescueExpiredJobs and RenewJobLeases in their transaction (is_local: the
+-- settings end with it): each of them finds its rows through an index, and must, whatever the statistics say. A prepared
 -- statement keeps the plan made while its tables were small (PostgreSQL replans only after an ANALYZE), and a
 -- table with no statistics yet (a new namespace, a burst into an empty queue before autovacuum's first ANALYZE)
 -- is estimated at a handful of due rows: measured, claims that read every job or every waiting row with a
@@ -129,7 +123,7 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan'
 
 -- name: OwnWriteSettings
 -- Run before octop's other statements that UPDATE or DELETE octop_jobs (RetryJob, CancelJob's, DeleteFinishedJobs),
--- in their transaction, as ClaimSettings and IndexPlanSettings are before theirs: octop keeps the working sets in
+-- in their transaction, as IndexPlanSettings is before theirs: octop keeps the working sets in
 -- step in the statement that changes a job, so it turns off the octop_jobs_changed trigger, which asks every node
 -- to reconcile after a change by plain SQL (migrations.sql, octop_0008).
 SELECT set_config('octop.writing', 'on', true);

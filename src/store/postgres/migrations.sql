@@ -318,7 +318,7 @@ ORDER BY j.unique_key, j.created_at;
 -- next periodic pass: a DBA's retry by UPDATE runs within moments, and no node has to read every job on a short
 -- period to catch one. A statement trigger, so its cost is one test of its WHEN per statement, not per row
 -- (a row trigger on UPDATE costs every claimed job, octop_0007). octop's own statements turn it off for their
--- transaction (octop.writing, a transaction-local setting: jobs.sql ClaimSettings, IndexPlanSettings,
+-- transaction (octop.writing, a transaction-local setting: jobs.sql IndexPlanSettings,
 -- OwnWriteSettings); any other statement notifies, on commit, even one that changed no row.
 CREATE FUNCTION {ns}.octop_jobs_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

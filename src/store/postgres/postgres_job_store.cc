@@ -136,7 +136,6 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
         notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
-        claim_settings_(Make("ClaimSettings", sql::kClaimSettings)),
         index_plan_settings_(Make("IndexPlanSettings", sql::kIndexPlanSettings)),
         own_write_settings_(Make("OwnWriteSettings", sql::kOwnWriteSettings)),
         enqueue_groups_([this](const std::vector<JobSpec>& jobs) { return EnqueueBatch(jobs); }),
@@ -189,7 +188,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     std::optional<std::string> kinds;
     if (!params.kinds.empty()) kinds = TextArrayLiteral(params.kinds);
     OCTOP_ASSIGN_OR_RETURN(
-        PgResult r, ns().RunWithSettings(claim_settings_, claim_jobs_,
+        PgResult r, ns().RunWithSettings(index_plan_settings_, claim_jobs_,
                                          {NowParam(), params.queue, std::to_string(params.limit), kinds,
                                           FormatInterval(params.timeout), params.worker_id}));
     OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r));
@@ -598,7 +597,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       delete_finished_, reconcile_job_sets_, get_config_, set_config_, notify_job_queues_;
   // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings), and
   // before octop's other writes of octop_jobs (OwnWriteSettings).
-  const Statement claim_settings_, index_plan_settings_, own_write_settings_;
+  const Statement index_plan_settings_, own_write_settings_;
   EnqueueGroups enqueue_groups_;
   // Last: destroyed first, so its pending wake-ups are sent while the pool is still there.
   WakeupSender wakeups_;
