@@ -12,6 +12,8 @@
 #   scripts/pg-test-server.sh promote DIR -> promotes the standby in DIR to a primary
 #   scripts/pg-test-server.sh stop DIR    -> stops the server (and its PgBouncer) and removes DIR
 #   scripts/pg-test-server.sh restart DIR -> fast restart (the chaos test): same port, same data
+#   scripts/pg-test-server.sh crash-restart DIR -> immediate stop (a crash: no checkpoint), then a start that
+#                                            recovers from the WAL (the chaos test): same port, same data
 # PostgreSQL and PgBouncer refuse to run as root, so as root they run as the 'postgres' system user.
 set -euo pipefail
 
@@ -126,9 +128,11 @@ INI
     cat "$dir/pgbouncer.log" >&2 || true
     exit 1
     ;;
-  restart)
+  restart | crash-restart)
     # pg_ctl restart reuses the options of the last start (postmaster.opts), so the port stays the same.
-    "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 -m fast restart >/dev/null 2>&1 \
+    mode=fast
+    [[ $cmd == crash-restart ]] && mode=immediate
+    "${run_as[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -m "$mode" restart >/dev/null 2>&1 \
       || { tail -20 "$dir/server.log" >&2; exit 1; }
     ;;
   stop)
@@ -140,5 +144,5 @@ INI
     fi
     rm -rf "$dir"
     ;;
-  *) echo "usage: pg-test-server.sh start|pgbouncer|standby|crash|promote|stop|restart DIR" >&2; exit 2 ;;
+  *) echo "usage: pg-test-server.sh start|pgbouncer|standby|crash|promote|stop|restart|crash-restart DIR" >&2; exit 2 ;;
 esac

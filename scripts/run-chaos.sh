@@ -63,7 +63,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-scripts/pg-test-server.sh start "$pg_dir" >/dev/null
+# Durable (fsync, synchronous_commit on): the driver crashes the server too, and a crash may lose nothing that
+# was acknowledged.
+PG_TEST_SERVER_DURABLE=1 scripts/pg-test-server.sh start "$pg_dir" >/dev/null
 echo "run-chaos: $mode, PostgreSQL in $pg_dir, octopd $octopd"
 # In the background so that a signal to this script reaches the trap at once.
 "$driver" --pg-dir "$pg_dir" --octopd "$octopd" --work "$work" --nodes "${CHAOS_NODES:-4}" \

@@ -568,7 +568,7 @@ double FencedCompletions(int port) {
   return sum;
 }
 
-enum class Chaos { kKill, kFreeze, kPgRestart, kSkew, kStep };
+enum class Chaos { kKill, kFreeze, kPgRestart, kPgCrash, kSkew, kStep };
 const char* Name(Chaos c) {
   switch (c) {
     case Chaos::kKill:
@@ -577,6 +577,8 @@ const char* Name(Chaos c) {
       return "freeze";
     case Chaos::kPgRestart:
       return "pg-restart";
+    case Chaos::kPgCrash:
+      return "pg-crash";
     case Chaos::kSkew:
       return "skew";
     case Chaos::kStep:
@@ -600,10 +602,10 @@ std::vector<Planned> Plan(const Options& o, std::mt19937_64& rng) {
     // The long freeze comes early, so its victim's stale runs are swept, re-run and fenced while chaos goes
     // on.
     plan.push_back({uniform(5, 12), Chaos::kFreeze, 30});
-    std::vector<Planned> kinds{{0, Chaos::kKill},     {0, Chaos::kPgRestart},
-                               {0, Chaos::kSkew},     {0, Chaos::kStep},
-                               {0, Chaos::kKill},     {0, Chaos::kFreeze, uniform(7, 10)},
-                               {0, Chaos::kPgRestart}};
+    std::vector<Planned> kinds{{0, Chaos::kKill},   {0, Chaos::kPgRestart},
+                               {0, Chaos::kSkew},   {0, Chaos::kStep},
+                               {0, Chaos::kKill},   {0, Chaos::kFreeze, uniform(7, 10)},
+                               {0, Chaos::kPgCrash}};
     std::shuffle(kinds.begin(), kinds.end(), rng);
     const double usable = o.seconds - 15;  // the last freeze ends before the stream stops
     const double slot = usable / static_cast<double>(kinds.size());
@@ -617,11 +619,12 @@ std::vector<Planned> Plan(const Options& o, std::mt19937_64& rng) {
   double t = 5;
   while (t < o.seconds - 35) {
     const double r = uniform(0, 1);
-    Chaos what = r < 0.3    ? Chaos::kKill
-                 : r < 0.55 ? Chaos::kFreeze
-                 : r < 0.7  ? Chaos::kPgRestart
-                 : r < 0.85 ? Chaos::kSkew
-                            : Chaos::kStep;
+    Chaos what = r < 0.3     ? Chaos::kKill
+                 : r < 0.55  ? Chaos::kFreeze
+                 : r < 0.625 ? Chaos::kPgRestart
+                 : r < 0.7   ? Chaos::kPgCrash
+                 : r < 0.85  ? Chaos::kSkew
+                             : Chaos::kStep;
     plan.push_back({t, what, what == Chaos::kFreeze ? uniform(3, 30) : 0});
     t += uniform(4, 12);
   }
@@ -719,13 +722,17 @@ int Main(const Options& o) {
       const Planned& p = plan[next_event];
       std::vector<Node*> healthy = cluster.Healthy();
       const std::string t = "t=" + std::to_string(elapsed()) + " ";
-      if (p.what == Chaos::kPgRestart) {
+      if (p.what == Chaos::kPgRestart || p.what == Chaos::kPgCrash) {
+        // A crash (immediate stop, then recovery from the WAL) must lose nothing that was acknowledged: the
+        // server is durable (run-chaos.sh), and every commit octop acts on waits for its flush.
+        const bool crash = p.what == Chaos::kPgCrash;
         const auto before = std::chrono::steady_clock::now();
-        const int rc = RunProgram({o.pg_script, "restart", o.pg_dir});
+        const int rc = RunProgram({o.pg_script, crash ? "crash-restart" : "restart", o.pg_dir});
         if (rc != 0) throw std::runtime_error("pg-test-server.sh restart failed: " + std::to_string(rc));
         pg_restarts.push_back({ToDouble(
             db.Query("SELECT extract(epoch FROM pg_postmaster_start_time())::float8").at(0).at(0))});
-        Say(t + "PostgreSQL restarted (" + std::to_string(SecondsSince(before)) + " s)");
+        Say(t + (crash ? "PostgreSQL crashed and recovered (" : "PostgreSQL restarted (") +
+            std::to_string(SecondsSince(before)) + " s)");
       } else if (healthy.size() < 2) {
         plan[next_event].at_s += 1;  // keep one node serving: postpone
         continue;
@@ -887,10 +894,10 @@ int Main(const Options& o) {
   figures << std::fixed << "figures: seed=" << o.seed << " nodes=" << o.nodes
           << " duration_s=" << SecondsSince(t0) << " chaos_s=" << chaos_s << " kills=" << done[Chaos::kKill]
           << " freezes=" << done[Chaos::kFreeze] << " pg_restarts=" << done[Chaos::kPgRestart]
-          << " skew_restarts=" << done[Chaos::kSkew] << " clock_steps=" << done[Chaos::kStep]
-          << " task_runs=" << report.task_runs << " task_claims=" << report.task_claims
-          << " tickets_swept=" << report.tickets_swept << " fenced_task_releases=" << fenced_releases
-          << " of_which_by_frozen_nodes=" << fenced_after_wake
+          << " pg_crashes=" << done[Chaos::kPgCrash] << " skew_restarts=" << done[Chaos::kSkew]
+          << " clock_steps=" << done[Chaos::kStep] << " task_runs=" << report.task_runs
+          << " task_claims=" << report.task_claims << " tickets_swept=" << report.tickets_swept
+          << " fenced_task_releases=" << fenced_releases << " of_which_by_frozen_nodes=" << fenced_after_wake
           << " allowed_overlaps=" << report.allowed_overlaps << " max_overlap_s=" << report.max_overlap_s
           << " jobs=" << report.jobs << " jobs_acknowledged=" << producer.ids().size()
           << " job_runs=" << report.job_runs << " success=" << report.jobs_success
