@@ -291,13 +291,14 @@ class JobQueue::Impl {
       const bool reconcile_due = o.reconcile_interval.count() > 0 && now >= reconcile_at;
       if (reconcile_due || (now >= reconcile_not_before && reconcile_dirty.load())) {
         reconcile_dirty.store(false);  // before the pass: a change notified during it asks for another
+        const SteadyTime began = clock.SteadyNow();
         Reconcile();
         // A pass reads every job, so passes asked for by notifications are spaced by nine times the last
         // one's duration (at most a tenth of the time) and at least kReconcileSpacing: a script of many
         // statements costs a few passes, not one each (docs/jobs.md "Jobs written by SQL").
         const SteadyTime ended = clock.SteadyNow();
         reconcile_at = ended + o.reconcile_interval;
-        reconcile_not_before = ended + std::max<SteadyTime::duration>(kReconcileSpacing, 9 * (ended - now));
+        reconcile_not_before = ended + std::max<SteadyTime::duration>(kReconcileSpacing, 9 * (ended - began));
       }
       SteadyTime wake_at = config_at;
       if (o.rescue_interval.count() > 0) wake_at = std::min(wake_at, rescue_at);

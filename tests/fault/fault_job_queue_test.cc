@@ -373,6 +373,51 @@ TEST_P(FaultJobQueueTest, AWakeClaimIntervalOutsideZeroTo100MsIsRejected) {
   EXPECT_FALSE(JobQueue::Open(options).ok());
 }
 
+// On PostgreSQL a plain SQL UPDATE of jobs notifies every node, which reconciles its working sets
+// (docs/jobs.md "Jobs written by SQL"). A pass reads every job, so the passes notifications ask for are
+// spaced by at least a second: a DBA's script of ten statements costs a pass or two, not ten. Fake time
+// stands still while the script runs and then moves in steps of 250 ms until the job the script made due has
+// run.
+TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach) {
+  if (!backend().is_postgres())
+    GTEST_SKIP() << "SQLite's claims read octop_jobs: there is nothing to reconcile";
+  JobQueueOptions options = FaultyOptions();
+  options.reconcile_interval =
+      0ms;  // no periodic pass: only the one at start and those notifications ask for
+  JobQueue& q = Open(options, FaultyStores(plan_));
+  ASSERT_TRUE(q.RegisterHandler("job", [&](const JobContext& ctx) {
+                 record_.Enter(ctx.id);
+                 record_.Leave(ctx.id);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  JobSpec tomorrow = Spec("job");
+  tomorrow.scheduled_at = FakeStart() + std::chrono::hours(24);
+  auto job = q.Enqueue(tomorrow);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(Eventually([&] { return plan_->calls(StoreOp::kReconcileJobSets) >= 1; }))
+      << "no pass at start\n"
+      << logs_.Dump();
+  const long passes_before = plan_->calls(StoreOp::kReconcileJobSets);
+
+  auto sql = [&](const std::string& statement, std::vector<std::optional<std::string>> params) {
+    return q.WithTransaction(
+        [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
+  };
+  for (int i = 1; i <= 9; ++i) {
+    ASSERT_TRUE(sql("UPDATE octop_jobs SET priority = $2 WHERE id = $1", {job->id, std::to_string(i)}).ok());
+  }
+  ASSERT_TRUE(
+      sql("UPDATE octop_jobs SET scheduled_at = '2000-01-01 00:00:00+00' WHERE id = $1", {job->id}).ok());
+  ASSERT_TRUE(AdvanceUntil([&] { return record_.runs(job->id) == 1; }))
+      << "the job the script made due never ran\n"
+      << logs_.Dump();
+  const long passes = plan_->calls(StoreOp::kReconcileJobSets) - passes_before;
+  EXPECT_GE(passes, 1);
+  EXPECT_LE(passes, 3) << "ten statements of a script, " << passes << " reconcile passes";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, FaultJobQueueTest, ::testing::ValuesIn(store::testing::AllBackends()),
                          job_testing::BackendName);
 

@@ -38,6 +38,7 @@ std::string_view StoreOpName(StoreOp op) {
       "SetQueuePaused",
       "ListQueues",
       "DeleteFinishedJobs",
+      "ReconcileJobSets",
       "GetConfig",
       "SetConfig",
   };
@@ -242,6 +243,10 @@ Result<std::vector<QueueInfo>> FaultyJobStore::ListQueues() {
 
 Result<long> FaultyJobStore::DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) {
   return Faulted(*plan_, StoreOp::kDeleteFinishedJobs, [&] { return target().DeleteFinishedJobs(params); });
+}
+
+Result<long> FaultyJobStore::ReconcileJobSets() {
+  return Faulted(*plan_, StoreOp::kReconcileJobSets, [&] { return target().ReconcileJobSets(); });
 }
 
 Result<std::optional<std::string>> FaultyJobStore::GetConfig(std::string_view key) {

@@ -71,6 +71,7 @@ enum class StoreOp {
   kSetQueuePaused,
   kListQueues,
   kDeleteFinishedJobs,
+  kReconcileJobSets,
   kGetConfig,
   kSetConfig,
   kCount,
@@ -179,6 +180,7 @@ class FaultyJobStore final : public store::JobStoreWrapper {
   Status SetQueuePaused(std::string_view queue, bool paused) override;
   Result<std::vector<QueueInfo>> ListQueues() override;
   Result<long> DeleteFinishedJobs(const store::DeleteFinishedJobsParams& params) override;
+  Result<long> ReconcileJobSets() override;
   Result<std::optional<std::string>> GetConfig(std::string_view key) override;
   Status SetConfig(std::string_view key, std::string_view value_json) override;
 

@@ -111,8 +111,8 @@ FROM claimed;
 
 -- name: IndexPlanSettings
 -- Run before ClaimJobs, CompleteJobs, RescueExpiredJobs and RenewJobLeases in their transaction (is_local: the
--- settings end with it): each of them finds its rows through an index, and must, whatever the statistics say. A prepared
--- statement keeps the plan made while its tables were small (PostgreSQL replans only after an ANALYZE), and a
+-- settings end with it): each of them finds its rows through an index, and must, whatever the statistics say. A
+-- prepared statement keeps the plan made while its tables were small (PostgreSQL replans only after an ANALYZE), and a
 -- table with no statistics yet (a new namespace, a burst into an empty queue before autovacuum's first ANALYZE)
 -- is estimated at a handful of due rows: measured, claims that read every job or every waiting row with a
 -- sequential or bitmap scan, 3-9 ms for a claim of 11 jobs and 26-56 ms for one of 500 where the index takes
@@ -122,10 +122,10 @@ SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan'
        set_config('octop.writing', 'on', true);
 
 -- name: OwnWriteSettings
--- Run before octop's other statements that UPDATE or DELETE octop_jobs (RetryJob, CancelJob's, DeleteFinishedJobs),
--- in their transaction, as IndexPlanSettings is before theirs: octop keeps the working sets in
--- step in the statement that changes a job, so it turns off the octop_jobs_changed trigger, which asks every node
--- to reconcile after a change by plain SQL (migrations.sql, octop_0008).
+-- Run before octop's other statements that UPDATE or DELETE octop_jobs (RetryJob, CancelJob's,
+-- DeleteFinishedJobs), in their transaction, as IndexPlanSettings is before theirs: octop keeps the working sets
+-- in step in the statement that changes a job, so it turns off the octop_jobs_changed trigger, which asks every
+-- node to reconcile after a change by plain SQL (migrations.sql, octop_0008).
 SELECT set_config('octop.writing', 'on', true);
 
 -- name: LockJobRows
