@@ -87,16 +87,21 @@ class FaultJobQueueTest : public job_testing::JobQueueTestBase {
   JobQueue& Node(std::shared_ptr<FaultPlan> plan, JobRecord& record,
                  std::chrono::milliseconds timeout = std::chrono::hours(1)) {
     JobQueue& q = Open(FaultyOptions(), FaultyStores(std::move(plan)));
-    EXPECT_TRUE(q.RegisterHandler("job",
-                                  [&record](const JobContext& ctx) {
-                                    record.Enter(ctx.id);
-                                    record.Leave(ctx.id);
-                                    return JobResult::Done();
-                                  },
-                                  {.timeout = timeout})
-                    .ok());
+    EXPECT_TRUE(RecordRuns(q, record, timeout).ok());
     EXPECT_TRUE(q.AddWorkers("default", kNodeWorkers).ok());
     return q;
+  }
+
+  // Registers kind "job" on `q`: each run is recorded in `record` and succeeds.
+  static Status RecordRuns(JobQueue& q, JobRecord& record,
+                           std::chrono::milliseconds timeout = std::chrono::hours(1)) {
+    return q.RegisterHandler("job",
+                             [&record](const JobContext& ctx) {
+                               record.Enter(ctx.id);
+                               record.Leave(ctx.id);
+                               return JobResult::Done();
+                             },
+                             {.timeout = timeout});
   }
 
   std::vector<std::string> EnqueueJobs(JobQueue& q, int n) {
@@ -323,11 +328,7 @@ TEST_P(FaultJobQueueTest, WakeUpsWithinTheIntervalShareOneClaim) {
   options.wake_claim_interval = std::chrono::milliseconds(100);
   options.prefetch = 100;  // no claim fills its limit (a full claim is followed by another at once)
   JobQueue& q = Open(options, FaultyStores(plan_));
-  ASSERT_TRUE(q.RegisterHandler("job", [&](const JobContext& ctx) {
-                 record_.Enter(ctx.id);
-                 record_.Leave(ctx.id);
-                 return JobResult::Done();
-               }).ok());
+  ASSERT_TRUE(RecordRuns(q, record_).ok());
   ASSERT_TRUE(q.AddWorkers("default", 4).ok());
   ASSERT_TRUE(q.Start().ok());
   store::JobStore& db = Direct(fake_clock_);
@@ -382,14 +383,10 @@ TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach)
   if (!backend().is_postgres())
     GTEST_SKIP() << "SQLite's claims read octop_jobs: there is nothing to reconcile";
   JobQueueOptions options = FaultyOptions();
-  options.reconcile_interval =
-      0ms;  // no periodic pass: only the one at start and those notifications ask for
+  // No periodic pass: only the one at start and those notifications ask for.
+  options.reconcile_interval = 0ms;
   JobQueue& q = Open(options, FaultyStores(plan_));
-  ASSERT_TRUE(q.RegisterHandler("job", [&](const JobContext& ctx) {
-                 record_.Enter(ctx.id);
-                 record_.Leave(ctx.id);
-                 return JobResult::Done();
-               }).ok());
+  ASSERT_TRUE(RecordRuns(q, record_).ok());
   ASSERT_TRUE(q.AddWorkers("default", 1).ok());
   ASSERT_TRUE(q.Start().ok());
   JobSpec tomorrow = Spec("job");
