@@ -491,7 +491,7 @@ TEST(OctopCli, MigrateAndDoctorOnSqlite) {
   EXPECT_EQ(before.Wait(30s), 1) << before.output();
   EXPECT_NE(before.output().find("run: octop migrate"), std::string::npos) << before.output();
   // Both lines are checked: the job queue's namespace and the plugin's.
-  EXPECT_NE(before.output().find("FAIL  schema octop: version 0 of 7"), std::string::npos) << before.output();
+  EXPECT_NE(before.output().find("FAIL  schema octop: version 0 of 8"), std::string::npos) << before.output();
   EXPECT_NE(before.output().find("FAIL  schema demo: version 0 of 3"), std::string::npos) << before.output();
   Child migrate({OCTOP_PATH, "--database", db, "migrate", "--plugin", "demo"});
   ASSERT_EQ(migrate.Wait(30s), 0) << migrate.output();
