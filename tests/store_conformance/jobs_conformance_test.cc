@@ -1338,9 +1338,6 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   EXPECT_EQ(*again, 0) << "octop's own writes left something to reconcile";
 }
 
-// ReconcileJobSets repairs only what SQL wrote: every octop operation keeps the working sets in step in the
-// statement that changes a job, so a reconcile running beside enqueues (keyed and not), claims, successes,
-// failures with retries, hand-backs, cancels and manual retries on three nodes finds nothing to write.
 // The reconcile is asked for by a notification: a statement of plain SQL that UPDATEs or DELETEs jobs sends
 // one on commit; none of octop's own operations does (they keep the working sets in step themselves). The
 // notifications of one listener arrive in commit order, so a job INSERTed by SQL last (its queue's wake-up)
@@ -1433,6 +1430,9 @@ TEST_P(JobsTest, PlainSqlChangesOfJobsAreNotifiedAndOctopsOwnWritesAreNot) {
   EXPECT_EQ(changes(), 3);
 }
 
+// ReconcileJobSets repairs only what SQL wrote: every octop operation keeps the working sets in step in the
+// statement that changes a job, so a reconcile running beside enqueues (keyed and not), claims, successes,
+// failures with retries, hand-backs, cancels and manual retries on three nodes finds nothing to write.
 TEST_P(JobsTest, ReconcileFindsNothingToWriteWhileOctopsOwnOperationsRun) {
   constexpr int kThreads = 3;
   constexpr int kRounds = 40;
