@@ -1338,6 +1338,32 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   EXPECT_EQ(*again, 0) << "octop's own writes left something to reconcile";
 }
 
+// A job INSERTed by plain SQL after a transactional enqueue, in the same transaction, is registered at once
+// as any other: the enqueue's own switch-off of the INSERT trigger ends with the enqueue.
+TEST_P(JobsTest, AJobInsertedBySqlAfterATransactionalEnqueueIsClaimableAtOnce) {
+  const bool pg = GetParam().is_postgres();
+  const std::string id = "00000000-0000-7000-8000-0000000000e1";
+  std::string enqueued;
+  OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
+    auto out = tx.EnqueueJobs({Job("k")});
+    OCTOP_RETURN_IF_ERROR(out.status());
+    enqueued = out->front().id;
+    return tx
+        .Execute(
+            std::string("INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, "
+                        "attempt, max_retries, created_at) VALUES ($1, 'default', 'by-sql', '{}', 0, $2, "
+                        "'pending', 0, 0, $2)"),
+            {id, pg ? "2000-01-01 00:00:00+00" : "2000-01-01 00:00:00.000"})
+        .status();
+  }));
+  std::vector<std::string> ids;
+  for (const JobInfo& job : Claim()) ids.push_back(job.id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> expected{id, enqueued};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ids, expected) << "the job INSERTed after the enqueue waited for a reconcile pass";
+}
+
 // The reconcile is asked for by a notification: a statement of plain SQL that UPDATEs or DELETEs jobs sends
 // one on commit; none of octop's own operations does (they keep the working sets in step themselves). The
 // notifications of one listener arrive in commit order, so a job INSERTed by SQL last (its queue's wake-up)

@@ -51,6 +51,13 @@ notified AS (SELECT pg_notify('octop_jobs', $10 || q.queue) FROM (SELECT DISTINC
              WHERE $10::text IS NOT NULL)
 SELECT id::text, (SELECT count(*) FROM notified) FROM inserted;
 
+-- name: EnqueueingDone
+-- Run after EnqueueJobs inside a caller's transaction (EnqueueTx): EnqueueJobs turned the octop_jobs_inserted
+-- trigger off for the rest of the transaction (octop.enqueueing), so a job the caller then INSERTs by plain SQL
+-- in the same transaction would wait for a reconcile pass. This turns it back on. octop's own enqueues commit
+-- right after EnqueueJobs and need it not.
+SELECT set_config('octop.enqueueing', 'off', true);
+
 -- name: NotifyJobQueues
 -- $1 notification prefix "<ns>/", $2 queues. The wake-up of a committed Store::EnqueueJobs, in a transaction of
 -- its own, sent by the store's WakeupSender thread after the enqueue returned (the wake-ups asked for while one

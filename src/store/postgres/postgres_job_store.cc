@@ -136,6 +136,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         get_config_(Make("GetConfig", sql::kGetConfig)),
         set_config_(Make("SetConfig", sql::kSetConfig)),
         notify_job_queues_(Make("NotifyJobQueues", sql::kNotifyJobQueues)),
+        enqueueing_done_(Make("EnqueueingDone", sql::kEnqueueingDone)),
         index_plan_settings_(Make("IndexPlanSettings", sql::kIndexPlanSettings)),
         own_write_settings_(Make("OwnWriteSettings", sql::kOwnWriteSettings)),
         enqueue_groups_([this](const std::vector<JobSpec>& jobs) { return EnqueueBatch(jobs); }),
@@ -568,6 +569,11 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
     Result<std::vector<EnqueueResult>> EnqueueJobs(const std::vector<JobSpec>& jobs) override {
       if (failure_) return FailedPreconditionError("the transaction already failed: " + failure_->message());
       Result<std::vector<EnqueueResult>> out = store_.EnqueueOn(conn_, jobs, /*notify=*/true);
+      if (out.ok()) {
+        const Statement& done = store_.enqueueing_done_;
+        Status on = conn_.ExecPrepared(done.name, done.text, {}).status();
+        if (!on.ok()) out = on;
+      }
       if (!out.ok()) failure_ = out.status();
       return out;
     }
@@ -594,7 +600,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       rescue_jobs_, renew_job_leases_, retry_job_, unwait_job_, lock_job_to_cancel_, freeze_cancelled_job_,
       request_job_stop_, lock_job_rows_, lock_expired_leases_, cancel_requests_, get_job_, list_jobs_,
       list_failed_jobs_, job_summary_, job_stats_, next_job_due_, set_queue_paused_, list_queues_,
-      delete_finished_, reconcile_job_sets_, get_config_, set_config_, notify_job_queues_;
+      delete_finished_, reconcile_job_sets_, get_config_, set_config_, notify_job_queues_, enqueueing_done_;
   // Run before the statements that must find their rows through an index (jobs.sql, IndexPlanSettings), and
   // before octop's other writes of octop_jobs (OwnWriteSettings).
   const Statement index_plan_settings_, own_write_settings_;
