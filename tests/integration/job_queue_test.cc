@@ -480,11 +480,9 @@ TEST_P(JobQueueTest, ACancelRequestWhoseNotificationWasMissedIsReadAtTheNextResc
   EXPECT_EQ(q.GetJob(id)->last_error, "Job was cancelled");
 }
 
-// Jobs written by SQL through a running node (docs/jobs.md "Jobs written by SQL"): a job
-// INSERTed by plain SQL runs, and a frozen job that a DBA's UPDATE sets back to pending runs again at the
-// node's next reconcile pass.
-// No periodic reconcile pass: on PostgreSQL the UPDATE's notification asks for one (docs/jobs.md "Jobs
-// written by SQL").
+// Jobs written by SQL through a running node (docs/jobs.md "Jobs written by SQL"): a job INSERTed by plain
+// SQL runs, and a frozen job that a DBA's UPDATE sets back to pending runs again. There is no periodic
+// reconcile pass: on PostgreSQL the UPDATE's notification asks for one.
 TEST_P(JobQueueTest, JobsInsertedOrRetriedByPlainSqlRun) {
   auto options = Options(&Clock::Real());
   options.reconcile_interval = 0ms;

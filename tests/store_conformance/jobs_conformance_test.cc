@@ -64,6 +64,11 @@ class JobsTest : public StoreConformance {
     EXPECT_TRUE(applied.ok()) << applied.status().ToString();
     return applied.ok() && applied->size() == 1 && applied->front();
   }
+  // One statement of plain SQL in a transaction of its own, as a DBA would run it.
+  Status Sql(const std::string& statement, const std::vector<std::optional<std::string>>& params) {
+    return jobs_->WithTransaction(
+        [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
+  }
   long Count(std::optional<JobStatus> status = std::nullopt) {
     auto jobs = jobs_->ListJobs({.status = status, .limit = 1000});
     EXPECT_TRUE(jobs.ok()) << jobs.status().ToString();
@@ -1270,10 +1275,6 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   const std::string later = pg ? "2099-01-01 00:00:00+00" : "2099-01-01 00:00:00.000";
   const std::string a = "00000000-0000-7000-8000-00000000000a";
   const std::string b = "00000000-0000-7000-8000-00000000000b";
-  auto sql = [&](const std::string& statement, std::vector<std::optional<std::string>> params) {
-    return jobs_->WithTransaction(
-        [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
-  };
   // An enqueue through the store of a job with the key the SQL-written jobs use.
   auto enqueue_keyed = [&] {
     JobSpec j = Job("k");
@@ -1285,7 +1286,7 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
       "max_retries, "
       "created_at, unique_key) VALUES ($1, 'default', 'by-sql', '{\"n\":1}', 0, $2, 'pending', 0, 0, $2, $3)";
   // Registered by an INSERT: claimed like any other job, and its unique key is held.
-  OCTOP_ASSERT_OK(sql(insert, {a, past, std::optional<std::string>("sql-key")}));
+  OCTOP_ASSERT_OK(Sql(insert, {a, past, std::optional<std::string>("sql-key")}));
   auto keyed = enqueue_keyed();
   ASSERT_TRUE(keyed.ok()) << keyed.status().ToString();
   EXPECT_TRUE(keyed->front().existing) << "the key of a job inserted by SQL was not held";
@@ -1296,7 +1297,7 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kFail, "boom"));
   EXPECT_EQ(Get(a).status, JobStatus::kFrozen);
   // Retried by the DBA's one UPDATE: claimed again, the key taken again.
-  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'pending', max_retries = 1 WHERE id = $1", {a}));
+  OCTOP_ASSERT_OK(Sql("UPDATE octop_jobs SET status = 'pending', max_retries = 1 WHERE id = $1", {a}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
   claimed = Claim();
   ASSERT_EQ(claimed.size(), 1u) << "a job set back to pending by SQL was not claimed";
@@ -1306,18 +1307,18 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
 
   // Moved by an UPDATE of scheduled_at: not due until then.
   const std::string id = Enqueue(Job("k"));
-  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET scheduled_at = $2 WHERE id = $1", {id, later}));
+  OCTOP_ASSERT_OK(Sql("UPDATE octop_jobs SET scheduled_at = $2 WHERE id = $1", {id, later}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
   EXPECT_TRUE(Claim().empty()) << "a job moved to 2099 by SQL was claimed now";
-  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET scheduled_at = $2 WHERE id = $1", {id, past}));
+  OCTOP_ASSERT_OK(Sql("UPDATE octop_jobs SET scheduled_at = $2 WHERE id = $1", {id, past}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
   claimed = Claim();
   ASSERT_EQ(claimed.size(), 1u);
   ASSERT_TRUE(Complete(claimed[0], JobOutcome::kSuccess));
 
   // Stopped by an UPDATE to frozen: never claimed, and its key is free for a new job.
-  OCTOP_ASSERT_OK(sql(insert, {b, past, std::optional<std::string>("sql-key")}));
-  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'frozen' WHERE id = $1", {b}));
+  OCTOP_ASSERT_OK(Sql(insert, {b, past, std::optional<std::string>("sql-key")}));
+  OCTOP_ASSERT_OK(Sql("UPDATE octop_jobs SET status = 'frozen' WHERE id = $1", {b}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
   EXPECT_TRUE(Claim().empty()) << "a job frozen by SQL was claimed";
   auto fresh = enqueue_keyed();
@@ -1325,10 +1326,10 @@ TEST_P(JobsTest, JobsWrittenByPlainSqlAreClaimedRetriedMovedAndStoppedAsTheirSta
   EXPECT_FALSE(fresh->front().existing) << "a job frozen by SQL kept its unique key";
   // A second live job with a held key is refused by the database, as the unique index refused it before.
   EXPECT_FALSE(
-      sql(insert, {"00000000-0000-7000-8000-00000000000c", past, std::optional<std::string>("sql-key")})
+      Sql(insert, {"00000000-0000-7000-8000-00000000000c", past, std::optional<std::string>("sql-key")})
           .ok());
   // Deleted by SQL: its key is free again, and nothing is left to reconcile.
-  OCTOP_ASSERT_OK(sql("DELETE FROM octop_jobs WHERE id = $1", {fresh->front().id}));
+  OCTOP_ASSERT_OK(Sql("DELETE FROM octop_jobs WHERE id = $1", {fresh->front().id}));
   OCTOP_ASSERT_OK(jobs_->ReconcileJobSets());
   auto after_delete = enqueue_keyed();
   ASSERT_TRUE(after_delete.ok()) << after_delete.status().ToString();
@@ -1373,10 +1374,6 @@ TEST_P(JobsTest, PlainSqlChangesOfJobsAreNotifiedAndOctopsOwnWritesAreNot) {
     GTEST_SKIP() << "SQLite's claims read octop_jobs: there is nothing to reconcile";
   auto listener = jobs_->Listen({std::string(kJobsChannel), std::string(kJobsChangedChannel)});
   OCTOP_ASSERT_OK(listener);
-  auto sql = [&](const std::string& statement, std::vector<std::optional<std::string>> params) {
-    return jobs_->WithTransaction(
-        [&](Transaction& tx) -> Status { return tx.Execute(statement, params).status(); });
-  };
   // Notifications up to the first `until` returns true for (deadline 10 s); false if it never came.
   std::vector<Notification> seen;
   auto wait_for = [&](const std::function<bool(const Notification&)>& until) {
@@ -1436,7 +1433,7 @@ TEST_P(JobsTest, PlainSqlChangesOfJobsAreNotifiedAndOctopsOwnWritesAreNot) {
       "INSERT INTO octop_jobs (id, queue, kind, payload, priority, scheduled_at, status, attempt, "
       "max_retries, "
       "created_at) VALUES ($1, $2, 'by-sql', '{}', 0, now(), 'pending', 0, 0, now())";
-  OCTOP_ASSERT_OK(sql(insert, {"00000000-0000-7000-8000-0000000000c1", "mark"}));
+  OCTOP_ASSERT_OK(Sql(insert, {"00000000-0000-7000-8000-0000000000c1", "mark"}));
   ASSERT_TRUE(
       wait_for([](const Notification& n) { return n.channel == kJobsChannel && n.payload == "mark"; }));
   EXPECT_EQ(changes(), 0) << "one of octop's own operations notified a change by SQL";
@@ -1444,9 +1441,9 @@ TEST_P(JobsTest, PlainSqlChangesOfJobsAreNotifiedAndOctopsOwnWritesAreNot) {
   // A DBA's retry by UPDATE, a DELETE, and an UPDATE in a transaction that enqueued through octop first (its
   // setting turns off the INSERT trigger only): each is notified.
   auto is_change = [](const Notification& n) { return n.channel == kJobsChangedChannel; };
-  OCTOP_ASSERT_OK(sql("UPDATE octop_jobs SET status = 'pending' WHERE id = $1", {running[0].id}));
+  OCTOP_ASSERT_OK(Sql("UPDATE octop_jobs SET status = 'pending' WHERE id = $1", {running[0].id}));
   EXPECT_TRUE(wait_for(is_change)) << "a plain SQL UPDATE was not notified";
-  OCTOP_ASSERT_OK(sql("DELETE FROM octop_jobs WHERE id = $1", {(*enqueued)[4].id}));
+  OCTOP_ASSERT_OK(Sql("DELETE FROM octop_jobs WHERE id = $1", {(*enqueued)[4].id}));
   EXPECT_TRUE(wait_for(is_change)) << "a plain SQL DELETE was not notified";
   OCTOP_ASSERT_OK(jobs_->WithTransaction([&](Transaction& tx) -> Status {
     OCTOP_RETURN_IF_ERROR(tx.EnqueueJobs({Job("k")}).status());
