@@ -29,6 +29,11 @@ constexpr int kMaxRetentionRounds = 100;
 constexpr int kMaxConcurrency = 1024;
 constexpr int kLatestFailedShown = 10;
 constexpr std::chrono::seconds kReconcileSpacing{1};
+// A starting node claims before it sweeps: its first retention and reconcile passes, which each read many
+// rows (a reconcile reads every job), wait this long, so they do not compete with its first claims
+// (docs/jobs.md "Maintenance"). The rescuer runs at once: it finds its rows by index, and work to re-run is
+// what a restart is for.
+constexpr std::chrono::seconds kStartupSweepDelay{1};
 
 std::string DefaultWorkerId() {
   char host[256] = {};
@@ -256,10 +261,11 @@ class JobQueue::Impl {
     const auto& o = context.options;
     SteadyTime now = clock.SteadyNow();
     SteadyTime config_at = now + o.config_refresh_interval;  // Open() read it already
-    SteadyTime rescue_at = now;                              // the first sweeps run at once
-    SteadyTime retention_at = now;
-    SteadyTime reconcile_at = now;
-    SteadyTime reconcile_not_before = now;
+    SteadyTime rescue_at = now;                              // the first rescue runs at once
+    SteadyTime retention_at = now + kStartupSweepDelay;
+    SteadyTime reconcile_at = now + kStartupSweepDelay;
+    // The listener's first connection asks for a pass too: it waits as well.
+    SteadyTime reconcile_not_before = now + kStartupSweepDelay;
     while (!stop.stop_requested()) {
       now = clock.SteadyNow();
       if (std::optional<std::chrono::nanoseconds> step = MeasureDatabaseClock()) {

@@ -383,7 +383,7 @@ TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach)
   if (!backend().is_postgres())
     GTEST_SKIP() << "SQLite's claims read octop_jobs: there is nothing to reconcile";
   JobQueueOptions options = FaultyOptions();
-  // No periodic pass: only the one at start and those notifications ask for.
+  // No periodic pass: only the one a second after the start and those notifications ask for.
   options.reconcile_interval = 0ms;
   JobQueue& q = Open(options, FaultyStores(plan_));
   ASSERT_TRUE(RecordRuns(q, record_).ok());
@@ -393,7 +393,7 @@ TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach)
   tomorrow.scheduled_at = FakeStart() + std::chrono::hours(24);
   auto job = q.Enqueue(tomorrow);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
-  ASSERT_TRUE(Eventually([&] { return plan_->calls(StoreOp::kReconcileJobSets) >= 1; }))
+  ASSERT_TRUE(AdvanceUntil([&] { return plan_->calls(StoreOp::kReconcileJobSets) >= 1; }))
       << "no pass at start\n"
       << logs_.Dump();
   const long passes_before = plan_->calls(StoreOp::kReconcileJobSets);
@@ -413,6 +413,25 @@ TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach)
   const long passes = plan_->calls(StoreOp::kReconcileJobSets) - passes_before;
   EXPECT_GE(passes, 1);
   EXPECT_LE(passes, 3) << "ten statements of a script, " << passes << " reconcile passes";
+}
+
+// A starting node claims before it sweeps (docs/jobs.md "Maintenance"): the rescuer runs at once, the
+// retention and reconcile passes, which read many rows, only once a second has passed.
+TEST_P(FaultJobQueueTest, ANodeClaimsBeforeItsFirstRetentionAndReconcilePasses) {
+  JobQueue& q = Node(plan_, record_);
+  store::JobStore& db = Direct(fake_clock_);
+  ASSERT_TRUE(q.Start().ok());
+  const auto ids = EnqueueJobs(q, kJobs);
+  // Fake time stands still: the jobs run and the first rescue sweeps, the other passes wait.
+  ASSERT_TRUE(Eventually([&] {
+    return AllSucceeded(db, ids) && plan_->calls(StoreOp::kRescueExpiredJobs) >= 1;
+  })) << logs_.Dump();
+  EXPECT_EQ(plan_->calls(StoreOp::kDeleteFinishedJobs), 0);
+  EXPECT_EQ(plan_->calls(StoreOp::kReconcileJobSets), 0);
+  ASSERT_TRUE(AdvanceUntil([&] {
+    return plan_->calls(StoreOp::kDeleteFinishedJobs) >= 1 && plan_->calls(StoreOp::kReconcileJobSets) >= 1;
+  })) << logs_.Dump();
+  EXPECT_GE(fake_clock_.WallNow() - FakeStart(), 1s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FaultJobQueueTest, ::testing::ValuesIn(store::testing::AllBackends()),
