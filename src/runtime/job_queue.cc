@@ -31,8 +31,8 @@ constexpr int kLatestFailedShown = 10;
 constexpr std::chrono::seconds kReconcileSpacing{1};
 // A starting node claims before it sweeps: its first retention and reconcile passes, which each read many
 // rows (a reconcile reads every job), wait this long, so they do not compete with its first claims
-// (docs/jobs.md "Maintenance"). The rescuer runs at once: it finds its rows by index, and work to re-run is
-// what a restart is for.
+// (docs/jobs.md "Maintenance"). The rescuer runs at once: it finds its rows by index, and the runs a crash
+// left expired should not wait.
 constexpr std::chrono::seconds kStartupSweepDelay{1};
 
 std::string DefaultWorkerId() {

@@ -394,7 +394,7 @@ TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach)
   auto job = q.Enqueue(tomorrow);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(AdvanceUntil([&] { return plan_->calls(StoreOp::kReconcileJobSets) >= 1; }))
-      << "no pass at start\n"
+      << "no pass after the start\n"
       << logs_.Dump();
   const long passes_before = plan_->calls(StoreOp::kReconcileJobSets);
 
