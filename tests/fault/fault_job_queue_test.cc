@@ -434,6 +434,34 @@ TEST_P(FaultJobQueueTest, ANodeClaimsBeforeItsFirstRetentionAndReconcilePasses) 
   EXPECT_GE(fake_clock_.WallNow() - FakeStart(), 1s);
 }
 
+// The runtime's retention sweep (JobQueueOptions::retention): a job finished longer ago than the retention is
+// deleted by the next sweep; a waiting job, however old, stays.
+TEST_P(FaultJobQueueTest, TheRetentionSweepDeletesJobsFinishedLongerAgoThanTheRetentionOnly) {
+  JobQueueOptions options = FaultyOptions();
+  options.retention = std::chrono::hours(1);
+  options.retention_interval = 1s;
+  JobQueue& q = Open(options, FaultyStores(plan_));
+  store::JobStore& db = Direct(fake_clock_);
+  ASSERT_TRUE(RecordRuns(q, record_).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  ASSERT_TRUE(q.Start().ok());
+  const auto finished = EnqueueJobs(q, 1);
+  JobSpec later = Spec("job");
+  later.scheduled_at = FakeStart() + std::chrono::hours(48);
+  auto waiting = q.Enqueue(later);
+  ASSERT_TRUE(waiting.ok()) << waiting.status().ToString();
+  ASSERT_TRUE(Eventually([&] { return AllSucceeded(db, finished); })) << logs_.Dump();
+  // Two sweeps a second apart while the job is younger than the retention: it stays.
+  const long sweeps = plan_->calls(StoreOp::kDeleteFinishedJobs);
+  ASSERT_TRUE(AdvanceUntil([&] { return plan_->calls(StoreOp::kDeleteFinishedJobs) >= sweeps + 2; }))
+      << logs_.Dump();
+  EXPECT_TRUE(db.GetJob(finished[0]).ok());
+  fake_clock_.Advance(std::chrono::hours(1));
+  ASSERT_TRUE(AdvanceUntil([&] { return db.GetJob(finished[0]).status().code() == StatusCode::kNotFound; }))
+      << logs_.Dump();
+  EXPECT_TRUE(db.GetJob(waiting->id).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, FaultJobQueueTest, ::testing::ValuesIn(store::testing::AllBackends()),
                          job_testing::BackendName);
 
