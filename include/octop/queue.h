@@ -147,15 +147,17 @@ struct JobQueueOptions {
   // Added to a job's timeout to form its expiry in the database, so that this node's own timeout stop lands
   // before another node may rescue the job. Default 5 s.
   std::chrono::milliseconds rescue_grace{5000};
-  // Finished jobs (success, failed, frozen) older than this are deleted, checked every retention_interval.
-  // Defaults: 7 days, every hour. A zero interval disables the cleanup.
+  // Finished jobs (success, failed, frozen) older than this are deleted, checked every retention_interval
+  // (the first time a second after Start, so that a starting node claims first). Defaults: 7 days, every
+  // hour. A zero interval disables the cleanup.
   std::chrono::hours retention{24 * 7};
   std::chrono::milliseconds retention_interval{std::chrono::hours(1)};
   // Jobs that plain SQL UPDATEd or DELETEd are reconciled with the queue's working sets, so a DBA's
   // `UPDATE octop_jobs SET status = 'pending'` retries a job and an UPDATE of scheduled_at moves it
   // (docs/jobs.md "Jobs written by SQL"; a job INSERTed by SQL is registered at once). On PostgreSQL such a
   // statement notifies every node, which reconciles within moments; this is the period of the pass that also
-  // runs without one (a change no notification reached). Each pass reads every job; SQLite needs none.
+  // runs without one (a change no notification reached); the first pass runs a second after Start. Each pass
+  // reads every job; SQLite needs none.
   // Default 5 min; zero disables the periodic pass (not the notified ones).
   std::chrono::milliseconds reconcile_interval{std::chrono::minutes(5)};
   // How often the octop_config table (jobs.poll_interval_ms, jobs.default_timeout_ms) and the paused queues
