@@ -317,6 +317,35 @@
     return sec ? `${min} min ${sec} s` : `${min} min`;
   }
 
+  // A JSON number literal as sign, significant digits and exponent ("19.90", "1.99e1" and "199E-1" all give
+  // "199e-1"), so that two spellings of one decimal compare equal; anything else is returned as it is.
+  function decimalKey(literal) {
+    const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(literal);
+    if (!m) return literal;
+    const fraction = m[3] || '';
+    let digits = (m[2] + fraction).replace(/^0+/, '');
+    if (!digits) return '0';
+    let exponent = Number(m[4] || 0) - fraction.length;
+    const kept = digits.replace(/0+$/, '');
+    exponent += digits.length - kept.length;
+    digits = kept;
+    return `${m[1]}${digits}e${exponent}`;
+  }
+
+  // JSON.parse, except that a number whose value a double would change (12345678901234567890,
+  // 0.1000000000000000001) stays as its text, which JSON.stringify then writes back unchanged: the API answers
+  // with a payload's digits as they were enqueued (docs/jobs.md "Payloads"), and the dashboard shows them so.
+  // Other numbers, all of octopd's own among them, are numbers as before (19.90 shows as 19.9: the same value).
+  // Needs the browser's JSON.rawJSON and the reviver's source text (Chromium 114, Firefox 135); elsewhere it is
+  // plain JSON.parse.
+  function parseJsonKeepingDigits(text) {
+    if (typeof JSON.rawJSON !== 'function') return JSON.parse(text);
+    return JSON.parse(text, (key, value, context) => {
+      if (typeof value !== 'number' || !context || typeof context.source !== 'string') return value;
+      return decimalKey(String(value)) === decimalKey(context.source) ? value : JSON.rawJSON(context.source);
+    });
+  }
+
   // A job's payload (any JSON value) as indented text; a one-line preview for the collapsed form.
   function prettyJson(value) {
     if (value === undefined) return '';
@@ -365,6 +394,8 @@
     parseRoute,
     formatRoute,
     formatMs,
+    decimalKey,
+    parseJsonKeepingDigits,
     prettyJson,
     jsonPreview,
     sparkline,

@@ -466,7 +466,7 @@
         row.tr.dataset.acted = 'true';
         let status = '';
         try {
-          const job = JSON.parse(result.body); // the API answers with the job as it is now
+          const job = F.parseJsonKeepingDigits(result.body); // the API answers with the job as it is now
           status = job.status;
           renderJobRow(row, job, Date.now());
         } catch (e) {

@@ -70,7 +70,7 @@
       if (r.status !== 401) setToken(bearer);
     }
     if (!r.ok) throw new Error(F.describeApiError(r.status, r.body));
-    return JSON.parse(r.body);
+    return F.parseJsonKeepingDigits(r.body);
   }
 
   // A POST; on 401 it asks for the token (again only if the one tried was rejected) and retries. Resolves to

@@ -160,8 +160,9 @@ export class Octopd {
     const headers = { Accept: 'application/json' };
     if (token) headers.Authorization = `Bearer ${token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const res = await fetch(`${this.base}${urlPath}`,
-      { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    // A string body is sent as it is: JSON text that a JavaScript object cannot hold (numbers beyond a double).
+    const sent = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
+    const res = await fetch(`${this.base}${urlPath}`, { method, headers, body: sent });
     const text = await res.text();
     let parsed = text;
     try {

@@ -13,6 +13,8 @@ import { Octopd, openContext, closeSharedBrowser, screenshotDir, waitFor, repoRo
 const F = createRequire(import.meta.url)(path.join(repoRoot, 'src/web/format.js'));
 const TOKEN = 'e2e-queue-token-0123456789';
 const LEDGER_ERROR = 'ledger unreachable: connection refused';
+const LEDGER_PAYLOAD = '{"account":"EU-42","entries":[{"amount":12.5,"currency":"EUR"}],' +
+  '"ref":123456789012345678901234567890,"rate":0.12345678901234567890123,"floor":-9223372036854775809}';
 
 after(closeSharedBrowser);
 
@@ -24,11 +26,8 @@ async function seed(octopd, token) {
     greets.push(await octopd.enqueue({ kind: 'greet', payload: { name } }, token));
   }
   const report = await octopd.enqueue({ kind: 'report', queue: 'reports', payload: { month: '2026-11' } }, token);
-  const ledger = await octopd.enqueue({
-    kind: 'sync-ledger',
-    payload: { account: 'EU-42', entries: [{ amount: 12.5, currency: 'EUR' }] },
-    maxRetries: 0,
-  }, token);
+  // As JSON text: its payload holds numbers a double would round, which the dashboard must show as they are.
+  const ledger = await octopd.enqueue(`{"kind":"sync-ledger","maxRetries":0,"payload":${LEDGER_PAYLOAD}}`, token);
   const later = await octopd.enqueue({
     kind: 'greet',
     payload: { name: 'Later' },
@@ -74,6 +73,17 @@ async function nextRefresh(page) {
 }
 
 test('format.js: routes, sparkline geometry, latencies and payload previews', () => {
+  // Two spellings of one decimal give one key; a double's rounding of a longer literal gives another.
+  assert.equal(F.decimalKey('19.90'), F.decimalKey('19.9'));
+  assert.equal(F.decimalKey('1e-07'), F.decimalKey('1e-7'));
+  assert.equal(F.decimalKey('5.0'), F.decimalKey(String(5)));
+  assert.equal(F.decimalKey('-0'), F.decimalKey('0'));
+  assert.equal(F.decimalKey('1500'), F.decimalKey('1.5E3'));
+  assert.notEqual(F.decimalKey('123456789012345678901234567890'), F.decimalKey(String(123456789012345678901234567890)));
+  assert.notEqual(F.decimalKey('0.12345678901234567890123'), F.decimalKey(String(0.12345678901234567890123)));
+  assert.notEqual(F.decimalKey('-15'), F.decimalKey('15'));
+  assert.deepEqual(F.parseJsonKeepingDigits('{"a":[1,2.5]}'), { a: [1, 2.5] }); // node has no JSON.rawJSON
+
   assert.deepEqual(F.parseRoute('#/queue?kind=greet&status=frozen'), { name: 'queue', params: { kind: 'greet', status: 'frozen' } });
   assert.deepEqual(F.parseRoute(''), { name: 'tasks', params: {} });
   assert.deepEqual(F.parseRoute('#/'), { name: 'tasks', params: {} });
@@ -143,9 +153,13 @@ test('counts per queue equal the API summary; failed/frozen jobs show their erro
   assert.equal(await textOf(payload.locator('.payload-preview')), F.jsonPreview(api.payload, 48));
   await payload.locator('summary').click();
   await payload.locator('.payload-json').waitFor({ state: 'visible' });
-  assert.deepEqual(JSON.parse(await payload.locator('.payload-json').textContent()),
-    { account: 'EU-42', entries: [{ amount: 12.5, currency: 'EUR' }] });
-  assert.match(await payload.locator('.payload-json').textContent(), /\n {2}"account": "EU-42"/); // indented
+  const shown = await payload.locator('.payload-json').textContent();
+  assert.match(shown, /\n {2}"account": "EU-42"/); // indented
+  assert.match(shown, /"amount": 12\.5,/);
+  // Every digit, as enqueued: the API keeps them, and so does the page (format.js parseJsonKeepingDigits).
+  assert.match(shown, /\n {2}"ref": 123456789012345678901234567890[,\n]/);
+  assert.match(shown, /\n {2}"rate": 0\.12345678901234567890123[,\n]/);
+  assert.match(shown, /\n {2}"floor": -9223372036854775809[,\n]/);
   // Expanded stays expanded across live refreshes.
   await nextRefresh(page);
   assert.equal(await error.evaluate((d) => d.open), true);
