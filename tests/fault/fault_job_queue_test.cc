@@ -86,22 +86,23 @@ class FaultJobQueueTest : public job_testing::JobQueueTestBase {
   // fake time much faster than real time: a short one would expire runs that are merely being written.
   JobQueue& Node(std::shared_ptr<FaultPlan> plan, JobRecord& record,
                  std::chrono::milliseconds timeout = std::chrono::hours(1)) {
-    JobQueue& q = Open(FaultyOptions(), FaultyStores(std::move(plan)));
-    EXPECT_TRUE(RecordRuns(q, record, timeout).ok());
-    EXPECT_TRUE(q.AddWorkers("default", kNodeWorkers).ok());
-    return q;
+    return Node(FaultyOptions(), std::move(plan), record, kNodeWorkers, timeout);
   }
 
-  // Registers kind "job" on `q`: each run is recorded in `record` and succeeds.
-  static Status RecordRuns(JobQueue& q, JobRecord& record,
-                           std::chrono::milliseconds timeout = std::chrono::hours(1)) {
-    return q.RegisterHandler("job",
-                             [&record](const JobContext& ctx) {
-                               record.Enter(ctx.id);
-                               record.Leave(ctx.id);
-                               return JobResult::Done();
-                             },
-                             {.timeout = timeout});
+  // The same, with the test's own options (FaultyOptions() changed) and number of workers.
+  JobQueue& Node(const JobQueueOptions& options, std::shared_ptr<FaultPlan> plan, JobRecord& record,
+                 int workers, std::chrono::milliseconds timeout = std::chrono::hours(1)) {
+    JobQueue& q = Open(options, FaultyStores(std::move(plan)));
+    EXPECT_TRUE(q.RegisterHandler("job",
+                                  [&record](const JobContext& ctx) {
+                                    record.Enter(ctx.id);
+                                    record.Leave(ctx.id);
+                                    return JobResult::Done();
+                                  },
+                                  {.timeout = timeout})
+                    .ok());
+    EXPECT_TRUE(q.AddWorkers("default", workers).ok());
+    return q;
   }
 
   std::vector<std::string> EnqueueJobs(JobQueue& q, int n) {
@@ -327,9 +328,7 @@ TEST_P(FaultJobQueueTest, WakeUpsWithinTheIntervalShareOneClaim) {
   JobQueueOptions options = FaultyOptions();
   options.wake_claim_interval = std::chrono::milliseconds(100);
   options.prefetch = 100;  // no claim fills its limit (a full claim is followed by another at once)
-  JobQueue& q = Open(options, FaultyStores(plan_));
-  ASSERT_TRUE(RecordRuns(q, record_).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 4).ok());
+  JobQueue& q = Node(options, plan_, record_, 4);
   ASSERT_TRUE(q.Start().ok());
   store::JobStore& db = Direct(fake_clock_);
   const std::vector<std::string> first = EnqueueJobs(q, 1);
@@ -385,9 +384,7 @@ TEST_P(FaultJobQueueTest, AScriptOfSqlUpdatesCostsAFewReconcilePassesNotOneEach)
   JobQueueOptions options = FaultyOptions();
   // No periodic pass: only the one a second after the start and those notifications ask for.
   options.reconcile_interval = 0ms;
-  JobQueue& q = Open(options, FaultyStores(plan_));
-  ASSERT_TRUE(RecordRuns(q, record_).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
+  JobQueue& q = Node(options, plan_, record_, 1);
   ASSERT_TRUE(q.Start().ok());
   JobSpec tomorrow = Spec("job");
   tomorrow.scheduled_at = FakeStart() + std::chrono::hours(24);
@@ -440,10 +437,8 @@ TEST_P(FaultJobQueueTest, TheRetentionSweepDeletesJobsFinishedLongerAgoThanTheRe
   JobQueueOptions options = FaultyOptions();
   options.retention = std::chrono::hours(1);
   options.retention_interval = 1s;
-  JobQueue& q = Open(options, FaultyStores(plan_));
+  JobQueue& q = Node(options, plan_, record_, 1);
   store::JobStore& db = Direct(fake_clock_);
-  ASSERT_TRUE(RecordRuns(q, record_).ok());
-  ASSERT_TRUE(q.AddWorkers("default", 1).ok());
   ASSERT_TRUE(q.Start().ok());
   const auto finished = EnqueueJobs(q, 1);
   JobSpec later = Spec("job");
