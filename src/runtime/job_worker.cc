@@ -238,6 +238,10 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
     // Due already by this node's estimate of the database clock, yet not claimed: it became due during the
     // claim (claim again at once), or the estimate is a hair off (again after a millisecond), or another node
     // holds it or it is of a kind without a handler here (give up after a few tries; the poll remains).
+    // When a wake-up came in meanwhile (most likely the enqueue of this very job), the claim it starts, paced
+    // by wake_claim_interval, takes the job: claiming again at once would let a stream of enqueues bypass the
+    // pacing, one immediate claim after each claim.
+    if (dirty_.load()) return false;
     const int tries = early_polls_++;
     if (tries == 0) return true;
     if (tries > kMaxEarlyPolls) return false;
