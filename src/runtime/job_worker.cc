@@ -199,7 +199,6 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
       run->row = std::move(row);
       runs.push_back(std::move(run));
     }
-    int workers = 0;
     {
       std::lock_guard lock(mu_);
       for (auto& run : runs) {
@@ -207,16 +206,13 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
         ready_.push_back(run);
         ++busy_;
       }
-      workers = static_cast<int>(workers_.size());
     }
-    // One wake-up per job: under a stream of enqueues a claim takes a few jobs, and waking every idle worker
-    // for them costs each of the others a wake-up and a wait for nothing. A worker that is busy now takes
-    // what is left when it finishes (it reads ready_ before it waits).
-    if (static_cast<int>(runs.size()) >= workers) {
-      work_cv_.notify_all();
-    } else {
-      for (std::size_t i = 0; i < runs.size(); ++i) work_cv_.notify_one();
-    }
+    // One worker is woken; each worker that takes a job while more are ready wakes the next (WorkerLoop), so
+    // a claim reaches every idle worker it has jobs for, one wake-up per worker, without waking them all onto
+    // mu_ at once: with more workers than cores, waking 32 at once for a claim cost more CPU per job and
+    // slower drains (docs/performance.md "Workers woken one by one"). A worker that is busy now takes what is
+    // left when it finishes (it reads ready_ before it waits).
+    work_cv_.notify_one();
   }
   if (!claimed->empty()) early_polls_ = 0;
   if (static_cast<int>(claimed->size()) >= params.limit) return true;
@@ -291,12 +287,14 @@ void JobQueueWorker::WorkerLoop() {
     bool wake = false;
     bool stale = false;
     bool cancelled = false;
+    bool more = false;  // jobs are left after this one: wake the next worker (Claim says why)
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
       if (ready_.empty()) return;
       run = std::move(ready_.front());
       ready_.pop_front();
+      more = !ready_.empty();
       const SteadyTime now = context_.clock->SteadyNow();
       // A held job past its time-to-live is not started even if the producer has not swept it yet (after a
       // SIGSTOP, say): its expiry in the database no longer covers a whole run, another node may have it.
@@ -313,6 +311,7 @@ void JobQueueWorker::WorkerLoop() {
         wake = true;
       }
     }
+    if (more) work_cv_.notify_one();
     if (wake) wake_.Notify();
     if (stale) {
       Release({run}, "waited longer than the prefetch time-to-live");

@@ -128,6 +128,30 @@ TEST_P(JobQueueTest, AnIdleWorkerStartsAnEnqueuedJobQuickly) {
   }
 }
 
+TEST_P(JobQueueTest, AClaimStartsItsJobsOnEveryIdleWorker) {
+  // The jobs block until the gate opens, so all eight run at once only if a claim of eight reaches all eight
+  // idle workers (each worker that takes a job wakes the next while jobs are left: docs/jobs.md "Claims in
+  // batches").
+  auto options = Options(&Clock::Real());
+  options.prefetch = 0;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("block", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 gate_.Wait(ctx.stop_token);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 8).ok());
+  auto ids = q.EnqueueMany(std::vector<JobSpec>(8, Spec("block")));
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_TRUE(q.Start().ok());
+  EXPECT_TRUE(calls_.WaitFor(8)) << calls_.size() << " of 8 started";
+  gate_.Open();
+  for (const EnqueueResult& r : *ids) {
+    ASSERT_TRUE(WaitForJob(q, r.id, [](const JobInfo& j) { return j.status == JobStatus::kSuccess; }))
+        << r.id;
+  }
+}
+
 TEST_P(JobQueueTest, FailedAttemptsBackOffExponentiallyThenFreeze) {
   testing::FakeClock& clock = fake_clock_;
   auto options = Options(&clock);
