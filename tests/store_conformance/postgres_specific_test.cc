@@ -720,6 +720,85 @@ TEST_F(PostgresSpecificTest, TimestampsRoundTripWithMicrosecondsAndFollowTheFake
   EXPECT_EQ((*rows)[0].next_run_start_at, at);
 }
 
+// Job rows come back in binary format (docs/store.md §8.3 ClaimJobs): every timestamp keeps its microseconds,
+// one before PostgreSQL's epoch (2000) included, and signed integers their sign, through a claim, GetJob and
+// ListJobs alike; a value octop cannot hold, or a column whose type was changed, is an error for that read.
+TEST_F(PostgresSpecificTest, JobRowsReadInBinaryKeepEveryMicrosecondAndRefuseWhatTheyCannotHold) {
+  octop::testing::FakeClock clock(octop::testing::FakeClock::DefaultStart() +
+                                  std::chrono::microseconds(123457));
+  std::unique_ptr<JobStore> store = OpenJobs(ns_, 2, &clock);
+  ASSERT_NE(store, nullptr);
+  const WallTime before_2000 = WallTime(std::chrono::seconds(946684799)) + std::chrono::microseconds(999999);
+  auto enqueued = store->EnqueueJobs({JobSpec{.kind = "k",
+                                              .payload = R"({"n": -1})",
+                                              .priority = -7,
+                                              .scheduled_at = before_2000,
+                                              .max_retries = 5},
+                                      JobSpec{.kind = "later", .priority = 2147483647}});
+  ASSERT_TRUE(enqueued.ok()) << enqueued.status().ToString();
+  auto claimed = store->ClaimJobs(
+      {.queue = "default", .limit = 1, .timeout = std::chrono::microseconds(90'000'001), .worker_id = "w"});
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), 1u);
+  const JobInfo& job = claimed->front();
+  EXPECT_EQ(job.id, (*enqueued)[0].id);
+  EXPECT_EQ(job.payload, R"({"n": -1})");
+  EXPECT_EQ(job.priority, -7);
+  EXPECT_EQ(job.scheduled_at, before_2000);
+  EXPECT_EQ(job.status, JobStatus::kRunning);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(job.max_retries, 5);
+  EXPECT_EQ(job.created_at, clock.WallNow());
+  EXPECT_EQ(job.started_at, clock.WallNow());
+  EXPECT_EQ(job.completed_at, std::nullopt);
+  EXPECT_EQ(job.expires_at, clock.WallNow() + std::chrono::microseconds(90'000'001));
+  EXPECT_EQ(job.unique_key, std::nullopt);
+  EXPECT_EQ(job.worker_id, "w");
+  auto got = store->GetJob(job.id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->scheduled_at, before_2000);
+  EXPECT_EQ(got->expires_at, job.expires_at);
+  EXPECT_EQ(got->attempt_token, job.attempt_token);
+  auto listed = store->ListJobs({.kind = "later"});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().priority, 2147483647);
+  EXPECT_EQ(listed->front().scheduled_at, clock.WallNow());
+  auto with_budget = store->ListJobs({.kind = "k", .payload_budget = 0});
+  ASSERT_TRUE(with_budget.ok()) << with_budget.status().ToString();
+  ASSERT_EQ(with_budget->size(), 1u);
+  EXPECT_EQ(with_budget->front().omitted_payload_bytes, 9);
+
+  // 'infinity' (what a DBA may write to park a job) is beyond what a WallTime holds: that read fails, the
+  // others do not.
+  const std::string later = (*enqueued)[1].id;
+  Status parked = store->WithTransaction([&](Transaction& tx) -> Status {
+    return tx.Execute("UPDATE octop_jobs SET scheduled_at = 'infinity' WHERE id = $1::uuid", {later})
+        .status();
+  });
+  ASSERT_TRUE(parked.ok()) << parked.ToString();
+  auto infinite = store->GetJob(later);
+  ASSERT_FALSE(infinite.ok());
+  EXPECT_EQ(infinite.status().code(), StatusCode::kInternal);
+  EXPECT_NE(infinite.status().message().find("timestamp out of range"), std::string::npos)
+      << infinite.status().ToString();
+  EXPECT_TRUE(store->GetJob(job.id).ok());
+
+  // A column whose type was changed is not read as if it were the old one (its view goes first).
+  Status altered = store->WithTransaction([&](Transaction& tx) -> Status {
+    OCTOP_RETURN_IF_ERROR(tx.Execute("DROP VIEW octop_failed_jobs", {}).status());
+    return tx.Execute("ALTER TABLE octop_jobs ALTER COLUMN priority TYPE bigint", {}).status();
+  });
+  ASSERT_TRUE(altered.ok()) << altered.ToString();
+  std::unique_ptr<JobStore> reopened = OpenJobs(ns_, 1, &clock);
+  ASSERT_NE(reopened, nullptr);
+  auto misread = reopened->GetJob(job.id);
+  ASSERT_FALSE(misread.ok());
+  EXPECT_EQ(misread.status().code(), StatusCode::kInternal);
+  EXPECT_NE(misread.status().message().find("not of the types"), std::string::npos)
+      << misread.status().ToString();
+}
+
 TEST_F(PostgresSpecificTest, PollsThousandsOfIdsInOneStatement) {
   auto store = Open(ns_, 1);
   ASSERT_NE(store, nullptr);

@@ -1,8 +1,13 @@
 #include "store/postgres/pg_connection.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
+
+#include <endian.h>
+
+#include "store/postgres/pg_timestamp.h"
 
 namespace octop::store::postgres {
 
@@ -25,6 +30,33 @@ long PgResult::AffectedRows() const {
   if (!result_) return 0;
   const char* n = PQcmdTuples(result_.get());
   return (n == nullptr || *n == '\0') ? 0 : std::strtol(n, nullptr, 10);
+}
+
+std::int32_t PgResult::Int4(int row, int col) const {
+  std::uint32_t v = 0;
+  std::memcpy(&v, PQgetvalue(result_.get(), row, col), sizeof v);
+  return static_cast<std::int32_t>(be32toh(v));
+}
+
+Result<WallTime> PgResult::Timestamp(int row, int col) const {
+  return ReadBinaryTimestamp(PQgetvalue(result_.get(), row, col));
+}
+
+Result<std::optional<WallTime>> PgResult::OptTimestamp(int row, int col) const {
+  if (IsNull(row, col)) return std::optional<WallTime>();
+  OCTOP_ASSIGN_OR_RETURN(WallTime t, Timestamp(row, col));
+  return std::optional<WallTime>(t);
+}
+
+bool PgResult::BinaryColumnsAre(const std::vector<Oid>& types) const {
+  const PGresult* r = result_.get();
+  if (r == nullptr || PQnfields(r) != static_cast<int>(types.size())) return false;
+  int col = 0;
+  for (Oid type : types) {
+    if (PQftype(r, col) != type || PQfformat(r, col) != 1) return false;
+    ++col;
+  }
+  return true;
 }
 
 std::string QuoteIdentifier(std::string_view name) {
@@ -158,8 +190,9 @@ std::vector<const char*> PgConnection::Values(const PgParams& params) {
 Result<PgResult> PgConnection::ExecPreparedWithSettings(const std::string& settings_name,
                                                         const std::string& settings_sql,
                                                         const std::string& name, const std::string& sql,
-                                                        const PgParams& params) {
-  return ExecPreparedPipeline({{&settings_name, &settings_sql, nullptr}, {&name, &sql, &params}});
+                                                        const PgParams& params, bool binary_result) {
+  return ExecPreparedPipeline(
+      {{&settings_name, &settings_sql, nullptr}, {&name, &sql, &params, binary_result}});
 }
 
 Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedCall>& calls) {
@@ -177,9 +210,10 @@ Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedC
   for (std::size_t i = 0; sent && i < calls.size(); ++i) {
     const int n = static_cast<int>(values[i].size());
     const char* const* v = values[i].empty() ? nullptr : values[i].data();
-    sent =
-        (prepare_ ? PQsendQueryPrepared(conn_, calls[i].name->c_str(), n, v, nullptr, nullptr, 0)
-                  : PQsendQueryParams(conn_, calls[i].sql->c_str(), n, nullptr, v, nullptr, nullptr, 0)) == 1;
+    const int format = calls[i].binary_result ? 1 : 0;
+    sent = (prepare_ ? PQsendQueryPrepared(conn_, calls[i].name->c_str(), n, v, nullptr, nullptr, format)
+                     : PQsendQueryParams(conn_, calls[i].sql->c_str(), n, nullptr, v, nullptr, nullptr,
+                                         format)) == 1;
   }
   sent = sent && PQpipelineSync(conn_) == 1;
   // Every result up to the sync is read, whatever happened, so that the connection leaves pipeline mode
@@ -218,20 +252,20 @@ Result<PgResult> PgConnection::ExecPreparedPipeline(const std::vector<PipelinedC
 }
 
 Result<PgResult> PgConnection::ExecPrepared(const std::string& name, const std::string& sql,
-                                            const PgParams& params) {
-  if (!prepare_) return ExecParams(sql, params);
+                                            const PgParams& params, bool binary_result) {
+  if (!prepare_) return ExecParams(sql, params, binary_result);
   OCTOP_RETURN_IF_ERROR(Prepare(name, sql));
   const std::vector<const char*> values = Values(params);
-  return Check(
-      PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr,
-                     /*resultFormat=*/0),
-      name);
+  return Check(PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                              nullptr, binary_result ? 1 : 0),
+               name);
 }
 
-Result<PgResult> PgConnection::ExecParams(const std::string& sql, const PgParams& params) {
+Result<PgResult> PgConnection::ExecParams(const std::string& sql, const PgParams& params,
+                                          bool binary_result) {
   const std::vector<const char*> values = Values(params);
   return Check(PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                            nullptr, nullptr, /*resultFormat=*/0),
+                            nullptr, nullptr, binary_result ? 1 : 0),
                "query");
 }
 

@@ -12,6 +12,7 @@
 #ifndef OCTOP_STORE_POSTGRES_PG_CONNECTION_H_
 #define OCTOP_STORE_POSTGRES_PG_CONNECTION_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -21,6 +22,7 @@
 
 #include <libpq-fe.h>
 
+#include <octop/clock.h>
 #include <octop/status.h>
 
 namespace octop::store::postgres {
@@ -46,6 +48,13 @@ class PgResult {
   bool Bool(int row, int col) const {
     return !IsNull(row, col) && PQgetvalue(result_.get(), row, col)[0] == 't';
   }
+  // Columns of a binary-format result (PipelinedCall::binary_result), whose types the caller has checked with
+  // BinaryColumnsAre: an int4, and a timestamptz (ReadBinaryTimestamp). A text column reads with Text.
+  std::int32_t Int4(int row, int col) const;
+  Result<WallTime> Timestamp(int row, int col) const;
+  Result<std::optional<WallTime>> OptTimestamp(int row, int col) const;
+  // True when the result has exactly these columns: these type OIDs, each in binary format.
+  bool BinaryColumnsAre(const std::vector<Oid>& types) const;
   const PGresult* raw() const { return result_.get(); }
   // Rows changed by an INSERT/UPDATE/DELETE.
   long AffectedRows() const;
@@ -72,12 +81,14 @@ class PgConnection {
   // Runs the statement `sql` under the prepared name `name`, preparing it on this connection the first time
   // (unnamed, parsed and planned at each call, when the connection was opened without prepared statements).
   // The same name must always come with the same text.
-  Result<PgResult> ExecPrepared(const std::string& name, const std::string& sql, const PgParams& params);
+  Result<PgResult> ExecPrepared(const std::string& name, const std::string& sql, const PgParams& params,
+                                bool binary_result = false);
   // One statement of ExecPreparedPipeline: its prepared name, its text and its parameters (null: none).
   struct PipelinedCall {
     const std::string* name;
     const std::string* sql;
     const PgParams* params;
+    bool binary_result = false;  // every column of the result in binary format (PgResult::Int4, Timestamp)
   };
   // Runs the prepared statements `calls` in order, each under its name and prepared the first time as
   // ExecPrepared does, in one round trip and one transaction (libpq pipeline mode: all run in the implicit
@@ -89,9 +100,9 @@ class PgConnection {
   // ExecPreparedPipeline of `settings_sql` (no parameters, e.g. SELECT set_config(..., true)) and `sql`.
   Result<PgResult> ExecPreparedWithSettings(const std::string& settings_name, const std::string& settings_sql,
                                             const std::string& name, const std::string& sql,
-                                            const PgParams& params);
+                                            const PgParams& params, bool binary_result = false);
   // Runs one statement with bound parameters, unprepared (migrations, one-off catalog queries).
-  Result<PgResult> ExecParams(const std::string& sql, const PgParams& params);
+  Result<PgResult> ExecParams(const std::string& sql, const PgParams& params, bool binary_result = false);
   // Runs one or more statements without parameters (simple query protocol: DDL scripts, BEGIN/COMMIT).
   Status Exec(const std::string& sql);
 

@@ -207,20 +207,22 @@ std::optional<std::string> PgNamespace::TimeParam(const std::optional<WallTime>&
 
 Result<PgResult> PgNamespace::Run(const Statement& statement, const PgParams& params) {
   OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
-  return conn->ExecPrepared(statement.name, statement.text, params);
+  return conn->ExecPrepared(statement.name, statement.text, params, statement.binary_result);
 }
 
 Result<PgResult> PgNamespace::RunWithSettings(const Statement& settings, const Statement& statement,
                                               const PgParams& params) {
   OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
-  return conn->ExecPreparedWithSettings(settings.name, settings.text, statement.name, statement.text, params);
+  return conn->ExecPreparedWithSettings(settings.name, settings.text, statement.name, statement.text, params,
+                                        statement.binary_result);
 }
 
 Result<PgResult> PgNamespace::RunPipeline(const std::vector<Call>& calls) {
   std::vector<PgConnection::PipelinedCall> pipelined;
   pipelined.reserve(calls.size());
   for (const Call& call : calls)
-    pipelined.push_back({&call.statement->name, &call.statement->text, call.params});
+    pipelined.push_back(
+        {&call.statement->name, &call.statement->text, call.params, call.statement->binary_result});
   OCTOP_ASSIGN_OR_RETURN(ConnectionPool::Lease conn, pool_.Acquire());
   return conn->ExecPreparedPipeline(pipelined);
 }

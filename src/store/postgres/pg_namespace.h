@@ -31,6 +31,7 @@ namespace octop::store::postgres {
 struct Statement {
   std::string name;
   std::string text;
+  bool binary_result = false;  // its result in binary format (PgConnection::PipelinedCall)
 };
 
 // `text` with every {ns} replaced by `quoted_schema`.

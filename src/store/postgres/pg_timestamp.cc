@@ -1,6 +1,11 @@
 #include "store/postgres/pg_timestamp.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include <endian.h>
 
 namespace octop::store::postgres {
 
@@ -81,6 +86,20 @@ Result<WallTime> ParseTimestamp(std::string_view s) {
   auto local = std::chrono::sys_days{ymd} + std::chrono::hours{hour} + std::chrono::minutes{minute} +
                std::chrono::seconds{second} + microseconds{micros};
   return std::chrono::time_point_cast<WallTime::duration>(local - std::chrono::seconds{offset_seconds});
+}
+
+Result<WallTime> ReadBinaryTimestamp(const char* bytes) {
+  std::uint64_t raw = 0;
+  std::memcpy(&raw, bytes, sizeof raw);
+  const auto since_2000 = static_cast<std::int64_t>(be64toh(raw));
+  // PostgreSQL's epoch is 946,684,800 s after the Unix one. WallTime counts nanoseconds in 64 bits.
+  constexpr std::int64_t kEpochShift = 946'684'800'000'000;
+  constexpr std::int64_t kMaxMicros = std::numeric_limits<std::int64_t>::max() / 1000 - kEpochShift;
+  constexpr std::int64_t kMinMicros = std::numeric_limits<std::int64_t>::min() / 1000 - kEpochShift;
+  if (since_2000 > kMaxMicros || since_2000 < kMinMicros)
+    return InternalError("PostgreSQL: timestamp out of range (" + std::to_string(since_2000) +
+                         " microseconds since 2000)");
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(microseconds(since_2000 + kEpochShift)));
 }
 
 std::string FormatInterval(std::chrono::microseconds d) {

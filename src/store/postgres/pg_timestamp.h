@@ -21,6 +21,10 @@ namespace octop::store::postgres {
 
 std::string FormatTimestamp(WallTime t);
 Result<WallTime> ParseTimestamp(std::string_view text);
+// A timestamptz in binary format: 8 bytes, big-endian microseconds since 2000-01-01 00:00 UTC. kInternal for
+// a value a WallTime cannot hold (beyond about 1678-2261, infinity included), as ParseTimestamp for text it
+// cannot read.
+Result<WallTime> ReadBinaryTimestamp(const char* bytes);
 // An interval literal ("1500000 microseconds"): exact, unlike float seconds.
 std::string FormatInterval(std::chrono::microseconds d);
 

@@ -52,31 +52,56 @@ std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values) 
   return out;
 }
 
+// The columns of a job row as GetJob, ListJobs, ListFailedJobs and ClaimJobs return them (jobs.sql), in
+// binary format: no timestamp or integer is formatted as text by the server and parsed back here, which a
+// claim of hundreds of rows paid for on both sides (docs/store.md §8.3 ClaimJobs). Type OIDs of PostgreSQL's
+// catalog.
+constexpr Oid kTextOid = 25;
+constexpr Oid kInt4Oid = 23;
+constexpr Oid kTimestamptzOid = 1184;
+const std::vector<Oid>& JobColumns() {
+  static const std::vector<Oid> columns{
+      kTextOid,        kTextOid,        kTextOid,        kTextOid, kInt4Oid, kTimestamptzOid,
+      kTextOid,        kInt4Oid,        kInt4Oid,        kTextOid, kTextOid, kTimestamptzOid,
+      kTimestamptzOid, kTimestamptzOid, kTimestamptzOid, kTextOid, kTextOid};
+  return columns;
+}
+
+Status CheckColumns(const PgResult& r, const std::vector<Oid>& columns) {
+  if (r.BinaryColumnsAre(columns)) return Status::Ok();
+  return InternalError(
+      "PostgreSQL: a job row's columns are not of the types octop reads (was octop_jobs altered?)");
+}
+
 Result<JobInfo> ReadJob(const PgResult& r, int i) {
   JobInfo job;
   job.id = r.Text(i, 0);
   job.queue = r.Text(i, 1);
   job.kind = r.Text(i, 2);
   job.payload = r.Text(i, 3);
-  job.priority = std::stoi(r.Text(i, 4));
-  OCTOP_ASSIGN_OR_RETURN(job.scheduled_at, ParseTimestamp(r.Text(i, 5)));
+  job.priority = r.Int4(i, 4);
+  OCTOP_ASSIGN_OR_RETURN(job.scheduled_at, r.Timestamp(i, 5));
   const auto status = ParseJobStatus(r.Text(i, 6));
   if (!status) return InternalError("PostgreSQL: unknown job status '" + r.Text(i, 6) + "'");
   job.status = *status;
-  job.attempt = std::stoi(r.Text(i, 7));
-  job.max_retries = std::stoi(r.Text(i, 8));
+  job.attempt = r.Int4(i, 7);
+  job.max_retries = r.Int4(i, 8);
   job.attempt_token = r.OptText(i, 9);
   job.last_error = r.OptText(i, 10);
-  OCTOP_ASSIGN_OR_RETURN(job.created_at, ParseTimestamp(r.Text(i, 11)));
-  OCTOP_ASSIGN_OR_RETURN(job.started_at, OptTime(r, i, 12));
-  OCTOP_ASSIGN_OR_RETURN(job.completed_at, OptTime(r, i, 13));
-  OCTOP_ASSIGN_OR_RETURN(job.expires_at, OptTime(r, i, 14));
+  OCTOP_ASSIGN_OR_RETURN(job.created_at, r.Timestamp(i, 11));
+  OCTOP_ASSIGN_OR_RETURN(job.started_at, r.OptTimestamp(i, 12));
+  OCTOP_ASSIGN_OR_RETURN(job.completed_at, r.OptTimestamp(i, 13));
+  OCTOP_ASSIGN_OR_RETURN(job.expires_at, r.OptTimestamp(i, 14));
   job.unique_key = r.OptText(i, 15);
   job.worker_id = r.OptText(i, 16);
   return job;
 }
 
-Result<std::vector<JobInfo>> ReadJobs(const PgResult& r) {
+// Every row of `r`, whose columns are JobColumns() followed by `extra` (checked).
+Result<std::vector<JobInfo>> ReadJobs(const PgResult& r, const std::vector<Oid>& extra = {}) {
+  std::vector<Oid> columns = JobColumns();
+  columns.insert(columns.end(), extra.begin(), extra.end());
+  OCTOP_RETURN_IF_ERROR(CheckColumns(r, columns));
   std::vector<JobInfo> jobs;
   jobs.reserve(static_cast<std::size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) {
@@ -101,6 +126,12 @@ std::string OutcomeCode(JobOutcome outcome) {
   return "";
 }
 
+// `statement` with its result in binary format (ReadJobs reads it).
+Statement Binary(Statement statement) {
+  statement.binary_result = true;
+  return statement;
+}
+
 // How many times an enqueue re-inserts items whose live duplicate finished between its insert and its lookup.
 constexpr int kEnqueueAttempts = 8;
 
@@ -110,7 +141,7 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
       : PgStoreBase(std::move(ns), line),
         enqueue_jobs_(Make("EnqueueJobs", sql::kEnqueueJobs)),
         find_live_keys_(Make("FindLiveJobsByKeys", sql::kFindLiveJobsByKeys)),
-        claim_jobs_(Make("ClaimJobs", sql::kClaimJobs)),
+        claim_jobs_(Binary(Make("ClaimJobs", sql::kClaimJobs))),
         complete_jobs_(Make("CompleteJobs", sql::kCompleteJobs)),
         complete_succeeded_jobs_(Make("CompleteSucceededJobs", sql::kCompleteSucceededJobs)),
         rescue_jobs_(Make("RescueExpiredJobs", sql::kRescueExpiredJobs)),
@@ -123,9 +154,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
         lock_job_rows_(Make("LockJobRows", sql::kLockJobRows)),
         lock_expired_leases_(Make("LockExpiredLeases", sql::kLockExpiredLeases)),
         cancel_requests_(Make("CancelRequestsFor", sql::kCancelRequestsFor)),
-        get_job_(Make("GetJob", sql::kGetJob)),
-        list_jobs_(Make("ListJobs", sql::kListJobs)),
-        list_failed_jobs_(Make("ListFailedJobs", sql::kListFailedJobs)),
+        get_job_(Binary(Make("GetJob", sql::kGetJob))),
+        list_jobs_(Binary(Make("ListJobs", sql::kListJobs))),
+        list_failed_jobs_(Binary(Make("ListFailedJobs", sql::kListFailedJobs))),
         job_summary_(Make("JobSummary", sql::kJobSummary)),
         job_stats_(Make("JobStats", sql::kJobStats)),
         next_job_due_(Make("NextJobDueAt", sql::kNextJobDueAt)),
@@ -314,7 +345,8 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
   Result<JobInfo> GetJob(std::string_view id) override {
     OCTOP_ASSIGN_OR_RETURN(PgResult r, Run(get_job_, {std::string(id)}));
     if (r.rows() == 0) return NoSuchJob(id);
-    return ReadJob(r, 0);
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r));
+    return std::move(jobs.front());
   }
 
   Result<std::vector<JobInfo>> ListJobs(const JobFilter& params) override {
@@ -327,9 +359,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
              params.payload_budget ? std::optional<std::string>(
                                          std::to_string(std::max<std::int64_t>(0, *params.payload_budget)))
                                    : std::nullopt}));
-    OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r));
+    OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r, {kInt4Oid}));
     for (int i = 0; i < r.rows(); ++i) {
-      if (r.IsNull(i, 3)) jobs[static_cast<std::size_t>(i)].omitted_payload_bytes = Count(r, i, 17);
+      if (r.IsNull(i, 3)) jobs[static_cast<std::size_t>(i)].omitted_payload_bytes = r.Int4(i, 17);
     }
     return jobs;
   }
