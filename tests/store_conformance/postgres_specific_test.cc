@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -23,6 +25,7 @@
 #include "store/namespace_admin.h"
 #include "store/postgres/pg_admin_session.h"
 #include "store/postgres/pg_connection.h"
+#include "store/postgres/pg_timestamp.h"
 #include "store/postgres/postgres_store.h"
 #include "store/task_store.h"
 #include "store_test_env.h"
@@ -718,6 +721,37 @@ TEST_F(PostgresSpecificTest, TimestampsRoundTripWithMicrosecondsAndFollowTheFake
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].next_run_start_at, at);
+}
+
+// A binary timestamptz (big-endian microseconds since 2000-01-01 UTC) as ReadBinaryTimestamp reads it; no
+// server.
+Result<WallTime> FromBinary(std::int64_t since_2000) {
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<char>((static_cast<std::uint64_t>(since_2000) >> (56 - 8 * i)) & 0xff);
+  }
+  return postgres::ReadBinaryTimestamp(bytes);
+}
+
+TEST(PgBinaryTimestamp, ReadsMicrosecondsAroundPostgresEpochAndRefusesWhatAWallTimeCannotHold) {
+  const WallTime epoch_2000 = WallTime(seconds(946684800));
+  EXPECT_EQ(FromBinary(0).value(), epoch_2000);
+  EXPECT_EQ(FromBinary(-1).value(), epoch_2000 - std::chrono::microseconds(1));
+  EXPECT_EQ(FromBinary(1'234'567).value(), epoch_2000 + std::chrono::microseconds(1'234'567));
+  // The last microseconds a WallTime holds either way, and one beyond.
+  const auto max_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(WallTime::duration::max()).count() -
+      946684800000000;
+  const auto min_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(WallTime::duration::min()).count() -
+      946684800000000;
+  EXPECT_TRUE(FromBinary(max_us).ok());
+  EXPECT_TRUE(FromBinary(min_us).ok());
+  EXPECT_EQ(FromBinary(max_us + 1).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(FromBinary(min_us - 1).status().code(), StatusCode::kInternal);
+  // 'infinity' and '-infinity' on the wire.
+  EXPECT_EQ(FromBinary(std::numeric_limits<std::int64_t>::max()).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(FromBinary(std::numeric_limits<std::int64_t>::min()).status().code(), StatusCode::kInternal);
 }
 
 // Job rows come back in binary format (docs/store.md §8.3 ClaimJobs): every timestamp keeps its microseconds,

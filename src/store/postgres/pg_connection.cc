@@ -32,13 +32,17 @@ long PgResult::AffectedRows() const {
   return (n == nullptr || *n == '\0') ? 0 : std::strtol(n, nullptr, 10);
 }
 
-std::int32_t PgResult::Int4(int row, int col) const {
+Result<std::int32_t> PgResult::Int4(int row, int col) const {
+  if (IsNull(row, col) || PQgetlength(result_.get(), row, col) != 4)
+    return InternalError("PostgreSQL: expected a 4-byte integer in column " + std::to_string(col));
   std::uint32_t v = 0;
   std::memcpy(&v, PQgetvalue(result_.get(), row, col), sizeof v);
   return static_cast<std::int32_t>(be32toh(v));
 }
 
 Result<WallTime> PgResult::Timestamp(int row, int col) const {
+  if (IsNull(row, col) || PQgetlength(result_.get(), row, col) != 8)
+    return InternalError("PostgreSQL: expected an 8-byte timestamp in column " + std::to_string(col));
   return ReadBinaryTimestamp(PQgetvalue(result_.get(), row, col));
 }
 

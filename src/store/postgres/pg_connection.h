@@ -5,7 +5,7 @@
 // the server shutting the session down: 57P01/57P02/57P03) marks the connection broken, so its owner (the
 // pool or a listener) throws it away and the next call opens a fresh one. The connection is set to
 // TimeZone=UTC and DateStyle=ISO on open, so timestamptz values travel as "YYYY-MM-DD HH:MM:SS.ffffff+00"
-// (see pg_timestamp.h).
+// (see pg_timestamp.h), except in a result asked for in binary format (PipelinedCall::binary_result).
 //
 // Ownership: a PgConnection owns its PGconn and closes it in the destructor.
 // Thread-safety: none; one thread at a time (the pool hands a connection to one caller).
@@ -49,8 +49,9 @@ class PgResult {
     return !IsNull(row, col) && PQgetvalue(result_.get(), row, col)[0] == 't';
   }
   // Columns of a binary-format result (PipelinedCall::binary_result), whose types the caller has checked with
-  // BinaryColumnsAre: an int4, and a timestamptz (ReadBinaryTimestamp). A text column reads with Text.
-  std::int32_t Int4(int row, int col) const;
+  // BinaryColumnsAre: an int4, and a timestamptz (ReadBinaryTimestamp); kInternal for a NULL or a value of
+  // another size. A text column reads with Text.
+  Result<std::int32_t> Int4(int row, int col) const;
   Result<WallTime> Timestamp(int row, int col) const;
   Result<std::optional<WallTime>> OptTimestamp(int row, int col) const;
   // True when the result has exactly these columns: these type OIDs, each in binary format.

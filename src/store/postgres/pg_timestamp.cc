@@ -92,11 +92,13 @@ Result<WallTime> ReadBinaryTimestamp(const char* bytes) {
   std::uint64_t raw = 0;
   std::memcpy(&raw, bytes, sizeof raw);
   const auto since_2000 = static_cast<std::int64_t>(be64toh(raw));
-  // PostgreSQL's epoch is 946,684,800 s after the Unix one. WallTime counts nanoseconds in 64 bits.
+  // PostgreSQL's epoch is 946,684,800 s after the Unix one; a WallTime holds less than a timestamptz does.
   constexpr std::int64_t kEpochShift = 946'684'800'000'000;
-  constexpr std::int64_t kMaxMicros = std::numeric_limits<std::int64_t>::max() / 1000 - kEpochShift;
-  constexpr std::int64_t kMinMicros = std::numeric_limits<std::int64_t>::min() / 1000 - kEpochShift;
-  if (since_2000 > kMaxMicros || since_2000 < kMinMicros)
+  constexpr std::int64_t kMax =
+      std::chrono::duration_cast<microseconds>(WallTime::duration::max()).count() - kEpochShift;
+  constexpr std::int64_t kMin =
+      std::chrono::duration_cast<microseconds>(WallTime::duration::min()).count() - kEpochShift;
+  if (since_2000 > kMax || since_2000 < kMin)
     return InternalError("PostgreSQL: timestamp out of range (" + std::to_string(since_2000) +
                          " microseconds since 2000)");
   return WallTime(std::chrono::duration_cast<WallTime::duration>(microseconds(since_2000 + kEpochShift)));

@@ -1,4 +1,5 @@
-// Text forms of timestamptz and interval as the PostgreSQL backend binds and reads them.
+// Text forms of timestamptz and interval as the PostgreSQL backend binds and reads them, and the binary form
+// of a timestamptz as it reads job rows (docs/store.md §8.3 ClaimJobs).
 //
 // Sent: ISO 8601 in UTC with microseconds ("2026-01-01T00:00:00.123456Z"), which timestamptz input accepts
 // whatever the session's zone. Received: the ISO DateStyle output of a TimeZone=UTC session ("2026-01-01

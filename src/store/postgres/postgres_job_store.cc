@@ -79,13 +79,13 @@ Result<JobInfo> ReadJob(const PgResult& r, int i) {
   job.queue = r.Text(i, 1);
   job.kind = r.Text(i, 2);
   job.payload = r.Text(i, 3);
-  job.priority = r.Int4(i, 4);
+  OCTOP_ASSIGN_OR_RETURN(job.priority, r.Int4(i, 4));
   OCTOP_ASSIGN_OR_RETURN(job.scheduled_at, r.Timestamp(i, 5));
   const auto status = ParseJobStatus(r.Text(i, 6));
   if (!status) return InternalError("PostgreSQL: unknown job status '" + r.Text(i, 6) + "'");
   job.status = *status;
-  job.attempt = r.Int4(i, 7);
-  job.max_retries = r.Int4(i, 8);
+  OCTOP_ASSIGN_OR_RETURN(job.attempt, r.Int4(i, 7));
+  OCTOP_ASSIGN_OR_RETURN(job.max_retries, r.Int4(i, 8));
   job.attempt_token = r.OptText(i, 9);
   job.last_error = r.OptText(i, 10);
   OCTOP_ASSIGN_OR_RETURN(job.created_at, r.Timestamp(i, 11));
@@ -361,7 +361,9 @@ class PostgresJobStore final : public PgStoreBase<JobStore> {
                                    : std::nullopt}));
     OCTOP_ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ReadJobs(r, {kInt4Oid}));
     for (int i = 0; i < r.rows(); ++i) {
-      if (r.IsNull(i, 3)) jobs[static_cast<std::size_t>(i)].omitted_payload_bytes = r.Int4(i, 17);
+      if (r.IsNull(i, 3)) {
+        OCTOP_ASSIGN_OR_RETURN(jobs[static_cast<std::size_t>(i)].omitted_payload_bytes, r.Int4(i, 17));
+      }
     }
     return jobs;
   }
