@@ -135,11 +135,7 @@ TEST_P(JobQueueTest, AClaimStartsItsJobsOnEveryIdleWorker) {
   auto options = Options(&Clock::Real());
   options.prefetch = 0;
   JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("block", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 gate_.Wait(ctx.stop_token);
-                 return JobResult::Done();
-               }).ok());
+  ASSERT_TRUE(q.RegisterHandler("block", GatedHandler()).ok());
   ASSERT_TRUE(q.AddWorkers("default", 8).ok());
   auto ids = q.EnqueueMany(std::vector<JobSpec>(8, Spec("block")));
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
@@ -661,11 +657,7 @@ TEST_P(JobQueueTest, ShutdownLetsRunningJobsFinishAndRecordsThem) {
   auto options = Options(&Clock::Real());
   options.shutdown_grace = 30s;
   JobQueue& q = Open(options);
-  ASSERT_TRUE(q.RegisterHandler("work", [&](const JobContext& ctx) {
-                 calls_.Add(ctx);
-                 gate_.Wait(ctx.stop_token);
-                 return JobResult::Done();
-               }).ok());
+  ASSERT_TRUE(q.RegisterHandler("work", GatedHandler()).ok());
   ASSERT_TRUE(q.AddWorkers("default", 3).ok());
   ASSERT_TRUE(q.Start().ok());
   std::vector<JobSpec> specs(3, Spec("work"));
@@ -749,14 +741,6 @@ class JobPrefetchTest : public JobQueueTestBase {
     EXPECT_TRUE(Eventually([&] { return CountRunning(*h.q) == claimed; })) << CountRunning(*h.q);
     if (!calls_.calls().empty()) h.ran = calls_.calls().front().id;
     return h;
-  }
-  // Records the call and blocks until the test opens gate_ (or the stop token fires).
-  JobHandler GatedHandler() {
-    return [this](const JobContext& ctx) {
-      calls_.Add(ctx);
-      gate_.Wait(ctx.stop_token);
-      return JobResult::Done();
-    };
   }
 };
 INSTANTIATE_TEST_SUITE_P(Backends, JobPrefetchTest, ::testing::ValuesIn(store::testing::AllBackends()),

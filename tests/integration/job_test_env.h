@@ -149,6 +149,15 @@ class JobQueueTestBase : public ::testing::TestWithParam<store::testing::Backend
         timeout);
   }
 
+  // Records the call and blocks until the test opens gate_ (or the stop token fires).
+  JobHandler GatedHandler() {
+    return [this](const JobContext& ctx) {
+      calls_.Add(ctx);
+      gate_.Wait(ctx.stop_token);
+      return JobResult::Done();
+    };
+  }
+
   static JobSpec Spec(std::string kind, std::string payload = "{}") {
     JobSpec s;
     s.kind = std::move(kind);
