@@ -199,6 +199,7 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
       run->row = std::move(row);
       runs.push_back(std::move(run));
     }
+    bool wake = false;
     {
       std::lock_guard lock(mu_);
       for (auto& run : runs) {
@@ -206,13 +207,15 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
         ready_.push_back(run);
         ++busy_;
       }
+      wake = WakeWorkerLocked();
     }
-    // One worker is woken; each worker that takes a job while more are ready wakes the next (WorkerLoop), so
-    // a claim reaches every idle worker it has jobs for, one wake-up per worker, without waking them all onto
-    // mu_ at once: with more workers than cores, waking 32 at once for a claim cost more CPU per job and
-    // slower drains (docs/performance.md "Workers woken one by one"). A worker that is busy now takes what is
-    // left when it finishes (it reads ready_ before it waits).
-    work_cv_.notify_one();
+    // One worker is woken; each worker that takes a job while more are ready wakes the next (WorkerLoop), one
+    // wake-up on its way at a time, so a claim reaches every idle worker it has jobs for without waking them
+    // all onto mu_ at once, and short jobs are run by the workers already awake: with more workers than
+    // cores, waking every worker for a claim cost CPU and context switches per job (docs/performance.md
+    // "Workers woken one by one"). A worker that is busy now takes what is left when it finishes (it reads
+    // ready_ before it waits).
+    if (wake) work_cv_.notify_one();
   }
   if (!claimed->empty()) early_polls_ = 0;
   if (static_cast<int>(claimed->size()) >= params.limit) return true;
@@ -259,6 +262,12 @@ void JobQueueWorker::ForgetLocked(const Run& run) {
   if (busy_ == 0) idle_cv_.notify_all();
 }
 
+bool JobQueueWorker::WakeWorkerLocked() {
+  if (ready_.empty() || idle_workers_ == 0 || worker_waking_) return false;
+  worker_waking_ = true;
+  return true;
+}
+
 int JobQueueWorker::WantLocked() const {
   const int free = concurrency_ + prefetch_ - busy_;
   if (free <= 0 || static_cast<int>(ready_.size()) > prefetch_ / 2) return 0;
@@ -287,14 +296,19 @@ void JobQueueWorker::WorkerLoop() {
     bool wake = false;
     bool stale = false;
     bool cancelled = false;
-    bool more = false;  // jobs are left after this one: wake the next worker (Claim says why)
+    bool more = false;  // jobs are left after this one and nobody is on the way: wake a worker (Claim: why)
     {
       std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] { return !ready_.empty() || stopping_; });
+      while (ready_.empty() && !stopping_) {
+        ++idle_workers_;
+        work_cv_.wait(lock);
+        --idle_workers_;
+        worker_waking_ = false;
+      }
       if (ready_.empty()) return;
       run = std::move(ready_.front());
       ready_.pop_front();
-      more = !ready_.empty();
+      more = WakeWorkerLocked();
       const SteadyTime now = context_.clock->SteadyNow();
       // A held job past its time-to-live is not started even if the producer has not swept it yet (after a
       // SIGSTOP, say): its expiry in the database no longer covers a whole run, another node may have it.

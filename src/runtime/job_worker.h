@@ -96,6 +96,9 @@ class JobQueueWorker {
   // How many jobs the producer should claim now (0: none): the free slots of concurrency + prefetch, once at
   // most half of the prefetch is left waiting.
   int WantLocked() const;
+  // Whether to notify one more worker for ready_ (and records it): jobs are ready, a worker waits, and no
+  // notified worker is still on its way (it takes a job and wakes the next in its turn).
+  bool WakeWorkerLocked();
   // Whether a job held (claimed, not started) since run.claimed_at has outlived prefetch_ttl at `now`.
   bool PastTtl(const Run& run, SteadyTime now) const;
   // Drops a claimed job from this node's books (running_, busy_): it finished, or it is handed back unrun.
@@ -126,6 +129,10 @@ class JobQueueWorker {
   int early_polls_ = 0;
   std::map<std::string, JobMetrics::Series, std::less<>> series_;  // per kind claimed
   bool waiting_for_slot_ = false;  // guarded by mu_: the producer found nothing to claim for and waits
+  int idle_workers_ = 0;           // guarded by mu_: workers waiting on work_cv_
+  // Guarded by mu_: a worker was notified for ready_ and no waiting worker has woken since. A flag, not a
+  // count: a notification can wake nobody (its worker had already woken), and a count would then stay up.
+  bool worker_waking_ = false;
 
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_

@@ -148,6 +148,34 @@ TEST_P(JobQueueTest, AClaimStartsItsJobsOnEveryIdleWorker) {
   }
 }
 
+TEST_P(JobQueueTest, EveryClaimReachesEveryIdleWorkerRoundAfterRound) {
+  // Each job waits until all six of its round have started: a round finishes only if its claim reached all
+  // six idle workers. Twenty rounds, each from all workers idle, so the bookkeeping of which worker is being
+  // woken must come back to rest after every claim (a stale one would leave the next round's jobs unstarted).
+  constexpr int kWorkers = 6;
+  constexpr int kRounds = 20;
+  auto options = Options(&Clock::Real());
+  options.prefetch = 0;
+  JobQueue& q = Open(options);
+  ASSERT_TRUE(q.RegisterHandler("round", [&](const JobContext&) {
+                 std::unique_lock lock(mu_);
+                 const int started = ++counter_;
+                 const int round_end = (started + kWorkers - 1) / kWorkers * kWorkers;
+                 cv_.notify_all();
+                 if (!cv_.wait_for(lock, 10s, [&] { return counter_.load() >= round_end; })) flag_ = true;
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.AddWorkers("default", kWorkers).ok());
+  ASSERT_TRUE(q.Start().ok());
+  for (int round = 1; round <= kRounds; ++round) {
+    ASSERT_TRUE(q.EnqueueMany(std::vector<JobSpec>(kWorkers, Spec("round"))).ok());
+    ASSERT_TRUE(Eventually([&] {
+      return MetricValue(q, "octop_jobs_completed_total", {{"result", "success"}}) == round * kWorkers;
+    })) << "round " << round;
+    ASSERT_FALSE(flag_.load()) << "a job of round " << round << " waited 10 s for the others to start";
+  }
+}
+
 TEST_P(JobQueueTest, FailedAttemptsBackOffExponentiallyThenFreeze) {
   testing::FakeClock& clock = fake_clock_;
   auto options = Options(&clock);
