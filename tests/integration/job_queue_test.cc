@@ -171,7 +171,8 @@ TEST_P(JobQueueTest, EveryClaimReachesEveryIdleWorkerRoundAfterRound) {
     ASSERT_TRUE(q.EnqueueMany(std::vector<JobSpec>(kWorkers, Spec("round"))).ok());
     ASSERT_TRUE(Eventually([&] {
       return MetricValue(q, "octop_jobs_completed_total", {{"result", "success"}}) == round * kWorkers;
-    })) << "round " << round;
+    })) << "round "
+        << round;
     ASSERT_FALSE(flag_.load()) << "a job of round " << round << " waited 10 s for the others to start";
   }
 }
