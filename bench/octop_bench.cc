@@ -91,6 +91,13 @@ constexpr int kWarmupSamples = 10;
 constexpr auto kFigureDeadline = 5min;
 const char* const kKind = "noop";
 const char* const kIdleRole = "octop_bench_idle";
+// Marks the harness's own statements, which a figure's server time leaves out.
+const char* const kHarnessMark = "/* octop_bench */";
+const char* const kServerExecSql =
+    "SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements "
+    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND query NOT LIKE '%/* octop_bench */%' "
+    "AND query !~* '^\\s*(begin|commit|rollback|start transaction|end)\\M'";
 
 // ---- Output
 
@@ -221,12 +228,34 @@ class Backend {
   // The URL a Scheduler takes, and its store factory for the figure's location.
   virtual std::string url() const = 0;
   virtual runtime::StoreFactory SchedulerStores() = 0;
+  // The server's statement statistics (pg_stat_statements), for a figure's server time per job: cleared
+  // before a figure, read after it. Backends without a server have none.
+  virtual void ResetServerStats() {}
+  virtual std::optional<double> ServerExecMs() { return std::nullopt; }
 };
 
 class PgBackend final : public Backend {
  public:
-  explicit PgBackend(std::string url) : url_(std::move(url)), admin_(url_) {}
+  explicit PgBackend(std::string url) : url_(std::move(url)), admin_(url_) {
+    try {
+      admin_.Query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+      statements_ = true;
+    } catch (const std::exception& e) {
+      std::cerr << "octop_bench: no pg_stat_statements, so no server time per job: " << e.what() << "\n";
+    }
+  }
   std::string name() const override { return "postgres"; }
+  void ResetServerStats() override {
+    if (statements_) admin_.Query(std::string("SELECT pg_stat_statements_reset() ") + kHarnessMark);
+  }
+  // Execution time of every statement run in this database since the reset (top-level statements, as
+  // pg_stat_statements tracks by default), without the harness's own and without transaction control:
+  // a COMMIT's time is its wait for the WAL flush, which a statement committed implicitly does not count
+  // either (docs/performance.md, "Figure definitions").
+  std::optional<double> ServerExecMs() override {
+    if (!statements_) return std::nullopt;
+    return std::stod(admin_.Query(std::string(kServerExecSql)));
+  }
   void NewFigure(const std::string& label) override {
     schema_ = "bench_" + label + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter_);
     admin_.DropSchema(schema_);
@@ -266,6 +295,7 @@ class PgBackend final : public Backend {
   std::string store_url_;  // empty: url_
   PostgresPooling pooling_;
   PgAdmin admin_;
+  bool statements_ = false;
   std::string schema_;
   int counter_ = 0;
 };
@@ -372,17 +402,37 @@ CpuSample SampleCpu() {
   return sample;
 }
 
-void AddCpu(Backend& backend, Sink& sink, const std::string& figure, int concurrency, int jobs,
-            const CpuSample& used) {
-  const nlohmann::json params = {{"figure", figure}, {"concurrency", concurrency}, {"jobs", jobs}};
-  sink.Add(backend.name(), "cpu_us_per_job", params, used.machine_s * 1e6 / jobs, "us");
-  sink.Add(backend.name(), "client_cpu_us_per_job", params, used.self_s * 1e6 / jobs, "us");
-  sink.Add(backend.name(), "client_switches_per_job", params, used.self_switches / jobs, "switches");
-}
-
 CpuSample Since(const CpuSample& from) {
   const CpuSample now = SampleCpu();
   return {now.machine_s - from.machine_s, now.self_s - from.self_s, now.self_switches - from.self_switches};
+}
+
+// What a throughput figure cost: CPU, and the server's statement execution time (when the backend has a
+// server). Started just before t0, ended just after t1.
+struct FigureCost {
+  CpuSample cpu;
+  std::optional<double> server_exec_ms;
+};
+
+FigureCost StartCost(Backend& backend) {
+  backend.ResetServerStats();
+  return {SampleCpu(), std::nullopt};
+}
+
+FigureCost CostSince(Backend& backend, const FigureCost& start) {
+  const CpuSample cpu = Since(start.cpu);
+  return {cpu, backend.ServerExecMs()};
+}
+
+void AddCost(Backend& backend, Sink& sink, const std::string& figure, int concurrency, int jobs,
+             const FigureCost& used) {
+  const nlohmann::json params = {{"figure", figure}, {"concurrency", concurrency}, {"jobs", jobs}};
+  sink.Add(backend.name(), "cpu_us_per_job", params, used.cpu.machine_s * 1e6 / jobs, "us");
+  sink.Add(backend.name(), "client_cpu_us_per_job", params, used.cpu.self_s * 1e6 / jobs, "us");
+  sink.Add(backend.name(), "client_switches_per_job", params, used.cpu.self_switches / jobs, "switches");
+  if (used.server_exec_ms) {
+    sink.Add(backend.name(), "server_exec_us_per_job", params, *used.server_exec_ms * 1e3 / jobs, "us");
+  }
 }
 
 void Preinsert(JobQueue& producer, int jobs) {
@@ -403,15 +453,15 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
     Check(worker->RegisterHandler(kKind, [](const JobContext&) { return JobResult::Done(); }),
           "RegisterHandler");
     Check(worker->AddWorkers("default", concurrency), "AddWorkers");
-    const CpuSample cpu0 = SampleCpu();
+    const FigureCost cost0 = StartCost(backend);
     const auto t0 = Steady::now();
     Check(worker->Start(), "Start");
     const auto t1 = WaitForCompletions(*worker, jobs);
-    const CpuSample used = Since(cpu0);
+    const FigureCost used = CostSince(backend, cost0);
     const double seconds = std::chrono::duration<double>(t1 - t0).count();
     sink.Add(backend.name(), "throughput_preinserted", {{"concurrency", concurrency}, {"jobs", jobs}},
              jobs / seconds, "jobs/s");
-    AddCpu(backend, sink, "preinserted", concurrency, jobs, used);
+    AddCost(backend, sink, "preinserted", concurrency, jobs, used);
     worker->Shutdown();
   }
   backend.EndFigure();
@@ -421,7 +471,7 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
 // one at a time; jobs/s from the first enqueue to the last completion. `before_start` runs once the workers'
 // queue has migrated the figure's namespace, before anything is enqueued.
 double EnqueueDrain(Backend& backend, int concurrency, int jobs,
-                    const std::function<void()>& before_start = {}, CpuSample* cpu_used = nullptr) {
+                    const std::function<void()>& before_start = {}, FigureCost* cost_used = nullptr) {
   auto worker = OpenQueue(backend);
   if (before_start) before_start();
   Check(worker->RegisterHandler(kKind, [](const JobContext&) { return JobResult::Done(); }),
@@ -451,7 +501,7 @@ double EnqueueDrain(Backend& backend, int concurrency, int jobs,
       }
     });
   }
-  const CpuSample cpu0 = SampleCpu();
+  const FigureCost cost0 = cost_used != nullptr ? StartCost(backend) : FigureCost{};
   const auto t0 = Steady::now();
   {
     std::lock_guard lock(mu);
@@ -461,18 +511,18 @@ double EnqueueDrain(Backend& backend, int concurrency, int jobs,
   for (std::thread& t : threads) t.join();
   if (failures.load() > 0) throw std::runtime_error(std::to_string(failures.load()) + " enqueues failed");
   const auto t1 = WaitForCompletions(*worker, jobs);
-  if (cpu_used != nullptr) *cpu_used = Since(cpu0);
+  if (cost_used != nullptr) *cost_used = CostSince(backend, cost0);
   worker->Shutdown();
   return jobs / std::chrono::duration<double>(t1 - t0).count();
 }
 
 void ThroughputEnqueueDrain(Backend& backend, Sink& sink, int concurrency, int jobs) {
   backend.NewFigure("drain" + std::to_string(concurrency));
-  CpuSample used;
+  FigureCost used;
   const double rate = EnqueueDrain(backend, concurrency, jobs, {}, &used);
   sink.Add(backend.name(), "throughput_enqueue_drain",
            {{"concurrency", concurrency}, {"jobs", jobs}, {"producers", kProducers}}, rate, "jobs/s");
-  AddCpu(backend, sink, "enqueue_drain", concurrency, jobs, used);
+  AddCost(backend, sink, "enqueue_drain", concurrency, jobs, used);
   backend.EndFigure();
 }
 

@@ -122,7 +122,7 @@ fi
 # 7. Tables.
 version_of() { node -p "require('$peers_dir/node_modules/$1/package.json').version" 2>/dev/null || echo "?"; }
 cat >"$meta" <<EOF
-{"date": "$started", "machine": "$(nproc) CPUs ($cpu), ${mem_gb} GB RAM, $(uname -sr)",
+{"date": "$started", "machine": "$(nproc) CPUs ($cpu), ${mem_gb} GB RAM, $(uname -sr)", "cpus": $(nproc),
  "load_at_start": "$load_at_start", "load_at_end": "$(cut -d' ' -f1-3 /proc/loadavg)",
  "postgres": "$pg_version", "pg_settings": "$pg_settings",
  "node": "$(node --version)", "graphile_worker": "$(version_of graphile-worker)", "pg_boss": "$(version_of pg-boss)",

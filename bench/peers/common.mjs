@@ -1,8 +1,13 @@
 // Shared plumbing for the peer benchmarks (graphile.mjs, pgboss.mjs): command line, a fresh database per
 // figure, result lines in the benchmark contract (docs/performance.md), timing helpers.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
+
+// Marks the harness's own statements (reading a table to see the last completion), which a figure's server
+// time leaves out.
+export const kHarnessMark = '/* bench */';
 
 export function ParseArgs(argv) {
   const args = { pgUrl: '', out: '', quick: false, only: '' };
@@ -115,4 +120,63 @@ export async function Produce(count, producers, one) {
 
 export function Wanted(args, figure) {
   return !args.only || args.only.split(',').includes(figure);
+}
+
+// CPU time for a figure's per-job budget, as octop_bench measures it (docs/performance.md, "Figure
+// definitions"): the machine's busy time (/proc/stat: user, nice, system, irq, softirq of every CPU; PostgreSQL
+// included) and this process's own (user + system, every thread).
+const kClockTicks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+
+export function SampleCpu() {
+  const [user, nice, system, , , irq, softirq] =
+      fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
+  const self = process.cpuUsage();
+  return { machine_s: (user + nice + system + irq + softirq) / kClockTicks, self_s: (self.user + self.system) / 1e6 };
+}
+
+// The server's statement execution time in one figure's database (pg_stat_statements, top-level statements),
+// without the harness's own and without transaction control (a COMMIT's time is its wait for the WAL flush,
+// which an implicitly committed statement does not count either). One connection to the `postgres` database,
+// which no figure drops.
+export async function ServerStats(pgUrl) {
+  const admin = new URL(pgUrl);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  let available = true;
+  try {
+    await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  } catch (err) {
+    console.error(`no pg_stat_statements, so no server time per job: ${err.message}`);
+    available = false;
+  }
+  return {
+    reset: async () => { if (available) await client.query(`SELECT pg_stat_statements_reset() ${kHarnessMark}`); },
+    execMs: async (database) => {
+      if (!available) return undefined;
+      const r = await client.query(
+        `SELECT coalesce(sum(total_exec_time), 0)::float8 AS ms FROM pg_stat_statements ${kHarnessMark}
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
+           AND query NOT LIKE '%' || $2 || '%'
+           AND query !~* '^\\s*(begin|commit|rollback|start transaction|end)\\M'`, [database, kHarnessMark]);
+      return r.rows[0].ms;
+    },
+    end: () => client.end(),
+  };
+}
+
+// A throughput figure's cost, started just before its t0 and ended just after its t1; `end` emits
+// cpu_us_per_job, client_cpu_us_per_job and server_exec_us_per_job with `params` (figure, concurrency, jobs).
+export async function StartCost(stats) {
+  await stats.reset();
+  const cpu0 = SampleCpu();
+  return {
+    end: async (out, system, database, params) => {
+      const cpu1 = SampleCpu();
+      const ms = await stats.execMs(database);
+      Emit(out, system, 'cpu_us_per_job', params, (cpu1.machine_s - cpu0.machine_s) * 1e6 / params.jobs, 'us');
+      Emit(out, system, 'client_cpu_us_per_job', params, (cpu1.self_s - cpu0.self_s) * 1e6 / params.jobs, 'us');
+      if (ms !== undefined) Emit(out, system, 'server_exec_us_per_job', params, ms * 1e3 / params.jobs, 'us');
+    },
+  };
 }

@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { Logger, makeWorkerUtils, run, runMigrations } from 'graphile-worker';
 import pg from 'pg';
-import { Deferred, DropFigureDatabase, Emit, FreshDatabase, Now, ParseArgs, Percentile, Produce, Sizes, WaitFor, Wanted } from './common.mjs';
+import { Deferred, DropFigureDatabase, Emit, FreshDatabase, kHarnessMark, Now, ParseArgs, Percentile, Produce, ServerStats, Sizes, StartCost, WaitFor, Wanted } from './common.mjs';
 
 const kSystem = 'graphile-worker';
 const kDatabase = 'bench_graphile';
@@ -76,7 +76,7 @@ async function Utils(url, max) {
 }
 
 async function Remaining(client) {
-  const r = await client.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs');
+  const r = await client.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs ${kHarnessMark}`);
   return r.rows[0].n;
 }
 
@@ -105,7 +105,7 @@ async function Prepare(args) {
   return url;
 }
 
-async function ThroughputPreinserted(args, concurrency, jobs) {
+async function ThroughputPreinserted(args, stats, concurrency, jobs) {
   const url = await Prepare(args);
   const utils = await Utils(url, 1);
   for (let i = 0; i < jobs; i += kBulkChunk) {
@@ -117,27 +117,31 @@ async function ThroughputPreinserted(args, concurrency, jobs) {
 
   let done = 0;
   const all_ran = Deferred();
+  const cost = await StartCost(stats);
   const t0 = Now();
   const runner = await StartWorker(url, concurrency, () => { if (++done === jobs) all_ran.resolve(); });
   await all_ran.promise;
   await WaitDrained(url);
   const seconds = (Now() - t0) / 1000;
+  await cost.end(args.out, kSystem, kDatabase, { figure: 'preinserted', concurrency, jobs });
   await runner.stop();
   Emit(args.out, kSystem, 'throughput_preinserted', { concurrency, jobs }, jobs / seconds, 'jobs/s');
 }
 
-async function ThroughputEnqueueDrain(args, concurrency, jobs, producers) {
+async function ThroughputEnqueueDrain(args, stats, concurrency, jobs, producers) {
   const url = await Prepare(args);
   let done = 0;
   const all_ran = Deferred();
   const runner = await StartWorker(url, concurrency, () => { if (++done === jobs) all_ran.resolve(); });
   const utils = await Utils(url, producers);
   await utils.migrate();  // connects once, so pool warm-up is not timed
+  const cost = await StartCost(stats);
   const t0 = Now();
   await Produce(jobs, producers, () => utils.addJob('noop', {}));
   await all_ran.promise;
   await WaitDrained(url);
   const seconds = (Now() - t0) / 1000;
+  await cost.end(args.out, kSystem, kDatabase, { figure: 'enqueue_drain', concurrency, jobs });
   await utils.release();
   await runner.stop();
   Emit(args.out, kSystem, 'throughput_enqueue_drain', { concurrency, jobs, producers }, jobs / seconds, 'jobs/s');
@@ -174,10 +178,12 @@ async function Main() {
   const args = ParseArgs(process.argv.slice(2));
   const sizes = Sizes(args.quick);
   console.error(`${kSystem}: ${sizes.jobs} jobs, concurrency ${sizes.concurrencies.join('/')}`);
+  const stats = await ServerStats(args.pgUrl);
   for (const c of sizes.concurrencies) {
-    if (Wanted(args, 'preinserted')) await ThroughputPreinserted(args, c, sizes.jobs);
-    if (Wanted(args, 'enqueue_drain')) await ThroughputEnqueueDrain(args, c, sizes.jobs, sizes.producers);
+    if (Wanted(args, 'preinserted')) await ThroughputPreinserted(args, stats, c, sizes.jobs);
+    if (Wanted(args, 'enqueue_drain')) await ThroughputEnqueueDrain(args, stats, c, sizes.jobs, sizes.producers);
   }
+  await stats.end();
   if (Wanted(args, 'latency')) await Latency(args, sizes.latency_jobs);
   await DropFigureDatabase(args.pgUrl, kDatabase);
 }

@@ -7,7 +7,7 @@
 //   node pgboss.mjs --pg-url URL --out results.jsonl [--quick]
 import PgBoss from 'pg-boss';
 import pg from 'pg';
-import { Deferred, DropFigureDatabase, Emit, FreshDatabase, Now, ParseArgs, Percentile, Produce, Sizes, WaitFor, Wanted } from './common.mjs';
+import { Deferred, DropFigureDatabase, Emit, FreshDatabase, kHarnessMark, Now, ParseArgs, Percentile, Produce, ServerStats, Sizes, StartCost, WaitFor, Wanted } from './common.mjs';
 
 const kSystem = 'pg-boss';
 const kDatabase = 'bench_pgboss';
@@ -47,7 +47,7 @@ async function WaitCompleted(url, client = undefined) {
   try {
     await WaitFor(async () => {
       const r = await client.query(
-        "SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1 AND state <> 'completed'", [kQueue]);
+        `SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1 AND state <> 'completed' ${kHarnessMark}`, [kQueue]);
       return r.rows[0].n === 0;
     }, 120000, 'every job completed');
   } finally {
@@ -62,7 +62,7 @@ async function Prepare(args) {
   return { url, boss };
 }
 
-async function ThroughputPreinserted(args, concurrency, jobs) {
+async function ThroughputPreinserted(args, stats, concurrency, jobs) {
   const { url, boss: setup } = await Prepare(args);
   for (let i = 0; i < jobs; i += kBulkChunk) {
     const batch = [];
@@ -74,16 +74,18 @@ async function ThroughputPreinserted(args, concurrency, jobs) {
   let done = 0;
   const all_ran = Deferred();
   const boss = await StartBoss(url, concurrency + 2);  // connected before t0, as octop_bench opens its queue
+  const cost = await StartCost(stats);
   const t0 = Now();
   await StartWorkers(boss, concurrency, kBatchSize, () => { if (++done === jobs) all_ran.resolve(); });
   await all_ran.promise;
   await WaitCompleted(url);
   const seconds = (Now() - t0) / 1000;
+  await cost.end(args.out, kSystem, kDatabase, { figure: 'preinserted', concurrency, jobs });
   await boss.stop({ graceful: false, wait: true });
   Emit(args.out, kSystem, 'throughput_preinserted', { concurrency, jobs }, jobs / seconds, 'jobs/s');
 }
 
-async function ThroughputEnqueueDrain(args, concurrency, jobs, producers) {
+async function ThroughputEnqueueDrain(args, stats, concurrency, jobs, producers) {
   const { url, boss: producer } = await Prepare(args);
   await producer.stop({ graceful: false, wait: true });
   let done = 0;
@@ -92,11 +94,13 @@ async function ThroughputEnqueueDrain(args, concurrency, jobs, producers) {
   await StartWorkers(boss, concurrency, kBatchSize, () => { if (++done === jobs) all_ran.resolve(); });
   const sender = await StartBoss(url, producers);
   await Produce(producers, producers, () => sender.getQueue(kQueue));  // opens the pool's connections untimed
+  const cost = await StartCost(stats);
   const t0 = Now();
   await Produce(jobs, producers, () => sender.send(kQueue, {}));
   await all_ran.promise;
   await WaitCompleted(url);
   const seconds = (Now() - t0) / 1000;
+  await cost.end(args.out, kSystem, kDatabase, { figure: 'enqueue_drain', concurrency, jobs });
   await sender.stop({ graceful: false, wait: true });
   await boss.stop({ graceful: false, wait: true });
   Emit(args.out, kSystem, 'throughput_enqueue_drain', { concurrency, jobs, producers }, jobs / seconds, 'jobs/s');
@@ -133,10 +137,12 @@ async function Main() {
   const args = ParseArgs(process.argv.slice(2));
   const sizes = Sizes(args.quick);
   console.error(`${kSystem}: ${sizes.jobs} jobs, concurrency ${sizes.concurrencies.join('/')}, batchSize ${kBatchSize}`);
+  const stats = await ServerStats(args.pgUrl);
   for (const c of sizes.concurrencies) {
-    if (Wanted(args, 'preinserted')) await ThroughputPreinserted(args, c, sizes.jobs);
-    if (Wanted(args, 'enqueue_drain')) await ThroughputEnqueueDrain(args, c, sizes.jobs, sizes.producers);
+    if (Wanted(args, 'preinserted')) await ThroughputPreinserted(args, stats, c, sizes.jobs);
+    if (Wanted(args, 'enqueue_drain')) await ThroughputEnqueueDrain(args, stats, c, sizes.jobs, sizes.producers);
   }
+  await stats.end();
   if (Wanted(args, 'latency')) await Latency(args, sizes.latency_jobs);
   await DropFigureDatabase(args.pgUrl, kDatabase);
 }

@@ -159,6 +159,55 @@ function Render(lines, meta) {
                      [label, ...scheduler_backends.map((b) => Fmt(Value(Find(lines, 'octop', b, metric, params))))])));
   out.push('');
 
+  // Per-job budget: what each pre-inserted figure cost in CPU, against what the 2× target leaves. When a
+  // ratio is short, this says whether the CPU ran out (cores busy near the machine's) or the work waited.
+  const cpus = meta && Number.isFinite(meta.cpus) ? meta.cpus : undefined;
+  const budget_systems = ['octop', 'graphile-worker'];
+  const budget_rows = [];
+  const budget_notes = [];
+  for (const concurrency of [1, 10, 32]) {
+    const params = { figure: 'preinserted', concurrency };
+    const cost = {};
+    for (const system of budget_systems) {
+      const rate = Value(Find(lines, system, 'postgres', 'throughput_preinserted', { concurrency }));
+      const machine = Value(Find(lines, system, 'postgres', 'cpu_us_per_job', params));
+      const own = Value(Find(lines, system, 'postgres', 'client_cpu_us_per_job', params));
+      const server = Value(Find(lines, system, 'postgres', 'server_exec_us_per_job', params));
+      if (machine === undefined) continue;
+      const rest = own !== undefined && server !== undefined ? machine - own - server : undefined;
+      const busy = rate !== undefined ? (machine * rate) / 1e6 : undefined;
+      cost[system] = { rate, machine, busy };
+      budget_rows.push([concurrency, system, Fmt(rate), Fmt(machine, 1), Fmt(own, 1), Fmt(server, 1), Fmt(rest, 1),
+                        Fmt(busy, 2)]);
+    }
+    const octop = cost.octop;
+    const peer = cost['graphile-worker'];
+    if (cpus && octop && peer && peer.rate) {
+      const target = 2 * peer.rate;
+      const leaves = (cpus * 1e6) / target;
+      budget_notes.push(`- concurrency ${concurrency}: 2× graphile-worker is ${Fmt(target, 0)} jobs/s, which leaves ` +
+                        `${Fmt(leaves, 1)} µs of CPU per job on ${cpus} CPUs; octop's ${Fmt(octop.machine, 1)} µs at that ` +
+                        `rate would keep ${Fmt((octop.machine * target) / 1e6, 2)} CPUs busy; it ran at ` +
+                        `${Fmt(octop.rate, 0)} jobs/s with ${Fmt(octop.busy, 2)} busy.`);
+    }
+  }
+  if (budget_rows.length) {
+    out.push(`## Per-job budget of the pre-inserted figures (µs of CPU or server time per job${cpus ? `; ${cpus} CPUs` : ''})`);
+    out.push('');
+    out.push(Table(['concurrency', 'system', 'jobs/s', 'machine CPU', 'its own process', 'server statements',
+                    'the rest', 'CPUs busy'], budget_rows));
+    out.push('');
+    out.push('Machine CPU: every process\'s busy time from t0 to t1 (/proc/stat); its own process: the benchmark ' +
+             'process (the worker, its threads); server statements: execution time of the figure\'s statements ' +
+             '(pg_stat_statements, commits\' flush waits left out); the rest: machine − the two (the server\'s ' +
+             'other work, WAL writer, kernel). docs/performance.md, "Figure definitions".');
+    out.push('');
+    if (budget_notes.length) {
+      out.push(...budget_notes);
+      out.push('');
+    }
+  }
+
   // Physical reference.
   out.push('## Physical reference: pgbench single-row UPDATE, same server, same run');
   out.push('');
