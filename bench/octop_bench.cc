@@ -345,6 +345,29 @@ double CompletedCount(const JobQueue& queue) {
   return total;
 }
 
+// The worker queue's claims so far (octop_jobs_claim_duration_seconds, octop_jobs_claimed_total): how many,
+// how long the producer spent inside them, and the jobs they brought.
+struct ClaimTotals {
+  double claims = 0;
+  double seconds = 0;
+  double jobs = 0;
+};
+
+ClaimTotals Claims(const JobQueue& queue) {
+  ClaimTotals totals;
+  for (const prometheus::MetricFamily& family : queue.metrics_registry()->Collect()) {
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      if (family.name == "octop_jobs_claim_duration_seconds") {
+        totals.claims += static_cast<double>(metric.histogram.sample_count);
+        totals.seconds += metric.histogram.sample_sum;
+      } else if (family.name == "octop_jobs_claimed_total") {
+        totals.jobs += metric.counter.value;
+      }
+    }
+  }
+  return totals;
+}
+
 // Waits (polling the in-process counter, no database load) until `queue` has written `target` completions.
 // Returns the instant it saw them.
 Steady::time_point WaitForCompletions(const JobQueue& queue, double target) {
@@ -435,6 +458,18 @@ void AddCost(Backend& backend, Sink& sink, const std::string& figure, int concur
   }
 }
 
+// The claim cycle of a figure whose worker queue was opened for it: the share of the span [t0, t1] its
+// producer spent inside claims, the jobs a claim brought on average, and a claim's round trip per job it
+// brought.
+void AddClaims(Backend& backend, Sink& sink, const std::string& figure, int concurrency, int jobs,
+               const ClaimTotals& claims, double span_seconds) {
+  if (claims.claims == 0 || claims.jobs == 0) return;
+  const nlohmann::json params = {{"figure", figure}, {"concurrency", concurrency}, {"jobs", jobs}};
+  sink.Add(backend.name(), "claim_share", params, claims.seconds / span_seconds, "ratio");
+  sink.Add(backend.name(), "jobs_per_claim", params, claims.jobs / claims.claims, "jobs");
+  sink.Add(backend.name(), "claim_us_per_job", params, claims.seconds * 1e6 / claims.jobs, "us");
+}
+
 void Preinsert(JobQueue& producer, int jobs) {
   constexpr int kBatch = 1000;
   for (int done = 0; done < jobs; done += kBatch) {
@@ -458,10 +493,12 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
     Check(worker->Start(), "Start");
     const auto t1 = WaitForCompletions(*worker, jobs);
     const FigureCost used = CostSince(backend, cost0);
+    const ClaimTotals claims = Claims(*worker);
     const double seconds = std::chrono::duration<double>(t1 - t0).count();
     sink.Add(backend.name(), "throughput_preinserted", {{"concurrency", concurrency}, {"jobs", jobs}},
              jobs / seconds, "jobs/s");
     AddCost(backend, sink, "preinserted", concurrency, jobs, used);
+    AddClaims(backend, sink, "preinserted", concurrency, jobs, claims, seconds);
     worker->Shutdown();
   }
   backend.EndFigure();

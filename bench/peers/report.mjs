@@ -163,6 +163,16 @@ function Render(lines, meta) {
   // ratio is short, this says whether the CPU ran out (cores busy near the machine's) or the work waited.
   const cpus = meta && Number.isFinite(meta.cpus) ? meta.cpus : undefined;
   const budget_systems = ['octop', 'graphile-worker'];
+  // octop's claim cycle in the same figure (octop_jobs_claim_duration_seconds and octop_jobs_claimed_total).
+  const ClaimCycle = (concurrency) => {
+    const params = { figure: 'preinserted', concurrency };
+    const share = Value(Find(lines, 'octop', 'postgres', 'claim_share', params));
+    const size = Value(Find(lines, 'octop', 'postgres', 'jobs_per_claim', params));
+    const per_job = Value(Find(lines, 'octop', 'postgres', 'claim_us_per_job', params));
+    if (share === undefined || size === undefined || per_job === undefined) return '';
+    return ` Its producer was inside claims for ${Fmt(share * 100, 0)} % of the span: claims of ${Fmt(size, 0)} ` +
+           `jobs on average, ${Fmt(per_job, 1)} µs of round trip per job claimed.`;
+  };
   const budget_rows = [];
   const budget_notes = [];
   for (const concurrency of [1, 10, 32]) {
@@ -188,7 +198,7 @@ function Render(lines, meta) {
       budget_notes.push(`- concurrency ${concurrency}: 2× graphile-worker is ${Fmt(target, 0)} jobs/s, which leaves ` +
                         `${Fmt(leaves, 1)} µs of CPU per job on ${cpus} CPUs; octop's ${Fmt(octop.machine, 1)} µs at that ` +
                         `rate would keep ${Fmt((octop.machine * target) / 1e6, 2)} CPUs busy; it ran at ` +
-                        `${Fmt(octop.rate, 0)} jobs/s with ${Fmt(octop.busy, 2)} busy.`);
+                        `${Fmt(octop.rate, 0)} jobs/s with ${Fmt(octop.busy, 2)} busy.` + ClaimCycle(concurrency));
     }
   }
   if (budget_rows.length) {

@@ -253,8 +253,10 @@ class JobQueue {
 
   // octop_jobs_enqueued_total{queue,kind}, octop_jobs_completed_total{queue,kind,result},
   // octop_jobs_duration_seconds{queue,kind} (histogram), octop_jobs_start_latency_seconds{queue} (histogram
-  // of enqueue/scheduled -> start), octop_jobs_running{queue} (gauge), octop_jobs_rescued_total,
-  // octop_jobs_fenced_total (completions rejected by their token).
+  // of enqueue/scheduled -> start), octop_jobs_running{queue} (gauge),
+  // octop_jobs_claim_duration_seconds{queue} (histogram), octop_jobs_claimed_total{queue},
+  // octop_jobs_rescued_total, octop_jobs_deleted_total. A completion rejected by its token counts as result
+  // "fenced".
   std::shared_ptr<prometheus::Registry> metrics_registry() const;
 
   // The poll interval and default timeout in effect (from the config table or the options).

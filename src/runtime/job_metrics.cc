@@ -24,6 +24,14 @@ JobMetrics::JobMetrics(std::shared_ptr<prometheus::Registry> registry)
                     .Name("octop_jobs_running")
                     .Help("Job handlers running on this node")
                     .Register(*registry_)),
+      claim_duration_(&prometheus::BuildHistogram()
+                           .Name("octop_jobs_claim_duration_seconds")
+                           .Help("Round trip of one claim of jobs by this node, empty claims included")
+                           .Register(*registry_)),
+      claimed_(&prometheus::BuildCounter()
+                    .Name("octop_jobs_claimed_total")
+                    .Help("Jobs claimed by this node")
+                    .Register(*registry_)),
       rescued_(&prometheus::BuildCounter()
                     .Name("octop_jobs_rescued_total")
                     .Help("Expired job runs put back to pending by this node's rescuer")
@@ -44,6 +52,12 @@ const std::vector<double>& JobMetrics::DurationBuckets() {
 const std::vector<double>& JobMetrics::LatencyBuckets() {
   static const std::vector<double> buckets = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1,
                                               0.25,   0.5,   1,     2.5,   5,    10,    60};
+  return buckets;
+}
+
+const std::vector<double>& JobMetrics::ClaimBuckets() {
+  static const std::vector<double> buckets = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                              0.1,    0.25,  0.5,   1,     2.5,  5};
   return buckets;
 }
 
@@ -105,6 +119,20 @@ JobMetrics::Series JobMetrics::SeriesFor(const std::string& queue, const std::st
     running = running_cache_.emplace(labels.first, &running_->Add({{"queue", labels.first}})).first;
   series.running = running->second;
   return series;
+}
+
+JobMetrics::ClaimSeries JobMetrics::ClaimSeriesFor(const std::string& queue) {
+  std::lock_guard lock(mu_);
+  const std::string& label = LabelLocked(queue, known_queues_, other_queues_);
+  auto it = claim_cache_.find(label);
+  if (it == claim_cache_.end()) {
+    const prometheus::Labels labels = {{"queue", label}};
+    it = claim_cache_
+             .emplace(label,
+                      ClaimSeries{&claim_duration_->Add(labels, ClaimBuckets()), &claimed_->Add(labels)})
+             .first;
+  }
+  return it->second;
 }
 
 void JobMetrics::Rescued(double count) { rescued_->Increment(count); }

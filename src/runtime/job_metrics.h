@@ -6,6 +6,8 @@
 //   octop_jobs_start_latency_seconds{queue}        histogram: start - max(scheduled_at, created_at) on the
 //                                                  database's clock (how long a due job waited for a worker)
 //   octop_jobs_running{queue}                      gauge: handlers running on this node
+//   octop_jobs_claim_duration_seconds{queue}       histogram: round trip of one claim statement (empty ones
+//   too) octop_jobs_claimed_total{queue}                counter: jobs claimed by this node
 //   octop_jobs_rescued_total                       counter: expired runs put back by this node's rescuer
 //   octop_jobs_deleted_total                       counter: finished jobs removed by the retention cleanup
 //
@@ -45,6 +47,7 @@ class JobMetrics {
 
   static const std::vector<double>& DurationBuckets();
   static const std::vector<double>& LatencyBuckets();
+  static const std::vector<double>& ClaimBuckets();
 
   // The instruments a worker updates for each job of one queue and kind. The pointers live as long as the
   // registry; prometheus-cpp's counters and gauges are atomics and a histogram locks only itself.
@@ -54,6 +57,14 @@ class JobMetrics {
     prometheus::Histogram* duration = nullptr;  // octop_jobs_duration_seconds{queue,kind}
   };
   Series SeriesFor(const std::string& queue, const std::string& kind);
+
+  // The instruments a queue's producer updates for each claim: how long the claim took and what it brought
+  // (docs/jobs.md, "Monitoring"). Same lifetime and locking as Series.
+  struct ClaimSeries {
+    prometheus::Histogram* duration = nullptr;  // octop_jobs_claim_duration_seconds{queue}
+    prometheus::Counter* claimed = nullptr;     // octop_jobs_claimed_total{queue}
+  };
+  ClaimSeries ClaimSeriesFor(const std::string& queue);
 
   void Enqueued(const std::string& queue, const std::string& kind);
   // `result`: success | retry | failed | cancelled | fenced.
@@ -83,6 +94,8 @@ class JobMetrics {
   prometheus::Family<prometheus::Histogram>* duration_;
   prometheus::Family<prometheus::Histogram>* latency_;
   prometheus::Family<prometheus::Gauge>* running_;
+  prometheus::Family<prometheus::Histogram>* claim_duration_;
+  prometheus::Family<prometheus::Counter>* claimed_;
   prometheus::Counter* rescued_;
   prometheus::Counter* deleted_;
 
@@ -92,6 +105,7 @@ class JobMetrics {
   std::map<Key, prometheus::Histogram*> duration_cache_;                         // guarded by mu_
   std::map<std::string, prometheus::Histogram*, std::less<>> latency_cache_;     // guarded by mu_
   std::map<std::string, prometheus::Gauge*, std::less<>> running_cache_;         // guarded by mu_
+  std::map<std::string, ClaimSeries, std::less<>> claim_cache_;                  // guarded by mu_
   std::set<std::string, std::less<>> known_queues_, known_kinds_;                // guarded by mu_
   std::set<std::string, std::less<>> other_queues_, other_kinds_;                // guarded by mu_
 };

@@ -173,9 +173,13 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   params.kinds = kinds_;
   params.timeout = std::chrono::duration_cast<std::chrono::microseconds>(ClaimLease());
   params.worker_id = context_.worker_id;
+  const SteadyTime before = context_.clock->SteadyNow();
   Result<std::vector<JobInfo>> claimed = context_.store->ClaimJobs(params);
   const SteadyTime after = context_.clock->SteadyNow();
   last_claim_ = after;
+  if (!claim_series_) claim_series_ = context_.metrics->ClaimSeriesFor(queue_);
+  claim_series_->duration->Observe(std::chrono::duration<double>(after - before).count());
+  if (claimed.ok()) claim_series_->claimed->Increment(static_cast<double>(claimed->size()));
   if (!claimed.ok()) {
     context_.Log(LogLevel::kWarn,
                  "Failed to claim jobs of queue " + queue_ + ", " + claimed.status().ToString());

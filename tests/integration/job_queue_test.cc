@@ -99,6 +99,32 @@ TEST_P(JobQueueTest, RunsAHandlerWithItsContextAndRecordsSuccess) {
   EXPECT_EQ(MetricValue(q, "octop_jobs_start_latency_seconds", {{"queue", "default"}}), 1);
 }
 
+TEST_P(JobQueueTest, ClaimsAreTimedAndCountTheJobsTheyBring) {
+  JobQueue& q = Open(Options(&Clock::Real()));
+  ASSERT_TRUE(q.RegisterHandler("count", [&](const JobContext& ctx) {
+                 calls_.Add(ctx);
+                 return JobResult::Done();
+               }).ok());
+  ASSERT_TRUE(q.EnqueueMany(std::vector<JobSpec>(7, Spec("count"))).ok());
+  ASSERT_TRUE(q.AddWorkers("default", 2).ok());
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(calls_.WaitFor(7));
+  ASSERT_TRUE(q.Enqueue(Spec("count")).ok());  // a second claim, after the first was drained
+  ASSERT_TRUE(calls_.WaitFor(8));
+  EXPECT_EQ(MetricValue(q, "octop_jobs_claimed_total", {{"queue", "default"}}), 8);
+  double claims = 0;
+  double seconds = 0;
+  for (const auto& family : q.metrics_registry()->Collect()) {
+    if (family.name != "octop_jobs_claim_duration_seconds") continue;
+    for (const auto& m : family.metric) {
+      claims += static_cast<double>(m.histogram.sample_count);
+      seconds += m.histogram.sample_sum;
+    }
+  }
+  EXPECT_GE(claims, 2);  // one for the first seven, one for the eighth (empty polls count too)
+  EXPECT_GT(seconds, 0);
+}
+
 TEST_P(JobQueueTest, AnIdleWorkerStartsAnEnqueuedJobQuickly) {
   // A loose behavioural bound only (a wake-up, not a poll): the real figures are measured in bench/.
   auto options = Options(&Clock::Real());

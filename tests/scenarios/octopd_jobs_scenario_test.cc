@@ -148,7 +148,8 @@ TEST_F(OctopdJobsScenario, APostedJobRunsItsCommandWithThePayloadOnStdin) {
   const octop::scenario::PromtoolVerdict verdict = octop::scenario::CheckWithPromtool(metrics->body);
   EXPECT_EQ(verdict.exit_code, 0) << verdict.output << "\n" << metrics->body;
   for (const char* family : {"octop_jobs_enqueued_total", "octop_jobs_duration_seconds_bucket",
-                             "octop_jobs_start_latency_seconds_bucket", "octop_jobs_running"}) {
+                             "octop_jobs_start_latency_seconds_bucket", "octop_jobs_running",
+                             "octop_jobs_claim_duration_seconds_bucket", "octop_jobs_claimed_total"}) {
     EXPECT_NE(metrics->body.find(family), std::string::npos) << family << " is not exported";
   }
 }
