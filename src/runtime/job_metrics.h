@@ -6,8 +6,8 @@
 //   octop_jobs_start_latency_seconds{queue}        histogram: start - max(scheduled_at, created_at) on the
 //                                                  database's clock (how long a due job waited for a worker)
 //   octop_jobs_running{queue}                      gauge: handlers running on this node
-//   octop_jobs_claim_duration_seconds{queue}       histogram: round trip of one claim statement (empty ones
-//   too) octop_jobs_claimed_total{queue}                counter: jobs claimed by this node
+//   octop_jobs_claim_duration_seconds{queue}       histogram: round trip of each claim, empty ones included
+//   octop_jobs_claimed_total{queue}                counter: jobs claimed by this node
 //   octop_jobs_rescued_total                       counter: expired runs put back by this node's rescuer
 //   octop_jobs_deleted_total                       counter: finished jobs removed by the retention cleanup
 //
