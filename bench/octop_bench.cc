@@ -93,11 +93,6 @@ const char* const kKind = "noop";
 const char* const kIdleRole = "octop_bench_idle";
 // Marks the harness's own statements, which a figure's server time leaves out.
 const char* const kHarnessMark = "/* octop_bench */";
-const char* const kServerExecSql =
-    "SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements "
-    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND query NOT LIKE '%/* octop_bench */%' "
-    "AND query !~* '^\\s*(begin|commit|rollback|start transaction|end)\\M'";
 
 // ---- Output
 
@@ -254,7 +249,11 @@ class PgBackend final : public Backend {
   // either (docs/performance.md, "Figure definitions").
   std::optional<double> ServerExecMs() override {
     if (!statements_) return std::nullopt;
-    return std::stod(admin_.Query(std::string(kServerExecSql)));
+    return std::stod(admin_.Query(
+        std::string("SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements "
+                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                    "AND query NOT LIKE '%") +
+        kHarnessMark + "%' AND query !~* '^\\s*(begin|commit|rollback|start transaction|end)\\M'"));
   }
   void NewFigure(const std::string& label) override {
     schema_ = "bench_" + label + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter_);
@@ -492,8 +491,8 @@ void ThroughputPreinserted(Backend& backend, Sink& sink, int concurrency, int jo
     const auto t0 = Steady::now();
     Check(worker->Start(), "Start");
     const auto t1 = WaitForCompletions(*worker, jobs);
+    const ClaimTotals claims = Claims(*worker);  // in process, before the cost's query: no claim after t1
     const FigureCost used = CostSince(backend, cost0);
-    const ClaimTotals claims = Claims(*worker);
     const double seconds = std::chrono::duration<double>(t1 - t0).count();
     sink.Add(backend.name(), "throughput_preinserted", {{"concurrency", concurrency}, {"jobs", jobs}},
              jobs / seconds, "jobs/s");
