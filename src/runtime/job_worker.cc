@@ -26,6 +26,7 @@ JobQueueWorker::JobQueueWorker(JobQueueContext& context, JobCompleter& completer
       queue_(std::move(queue)),
       prefetch_(std::max(0, context.options.prefetch)),
       prefetch_ttl_(context.options.prefetch_ttl),
+      claim_series_(context.metrics->ClaimSeriesFor(queue_)),
       rng_(std::random_device{}()),
       concurrency_(std::max(1, concurrency)) {}
 
@@ -177,9 +178,8 @@ bool JobQueueWorker::Claim(int free, SteadyTime now) {
   Result<std::vector<JobInfo>> claimed = context_.store->ClaimJobs(params);
   const SteadyTime after = context_.clock->SteadyNow();
   last_claim_ = after;
-  if (!claim_series_) claim_series_ = context_.metrics->ClaimSeriesFor(queue_);
-  claim_series_->duration->Observe(std::chrono::duration<double>(after - before).count());
-  if (claimed.ok()) claim_series_->claimed->Increment(static_cast<double>(claimed->size()));
+  claim_series_.duration->Observe(std::chrono::duration<double>(after - before).count());
+  if (claimed.ok()) claim_series_.claimed->Increment(static_cast<double>(claimed->size()));
   if (!claimed.ok()) {
     context_.Log(LogLevel::kWarn,
                  "Failed to claim jobs of queue " + queue_ + ", " + claimed.status().ToString());

@@ -114,6 +114,7 @@ class JobQueueWorker {
   const std::string queue_;
   const int prefetch_;
   const std::chrono::milliseconds prefetch_ttl_;
+  const JobMetrics::ClaimSeries claim_series_;  // this queue's claim instruments (the producer's)
 
   WakeSignal wake_;                // the producer's
   std::atomic<bool> dirty_{true};  // a claim may find something: set by Notify (an enqueue, a resume)
@@ -128,7 +129,6 @@ class JobQueueWorker {
   std::chrono::steady_clock::time_point last_claim_real_{};  // the end of the last claim, in real time
   int early_polls_ = 0;
   std::map<std::string, JobMetrics::Series, std::less<>> series_;  // per kind claimed
-  std::optional<JobMetrics::ClaimSeries> claim_series_;            // resolved at the first claim
   bool waiting_for_slot_ = false;  // guarded by mu_: the producer found nothing to claim for and waits
   int idle_workers_ = 0;           // guarded by mu_: workers waiting on work_cv_
   // Guarded by mu_: a worker was notified for ready_ and no waiting worker has woken since. A flag, not a
